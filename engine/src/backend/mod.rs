@@ -1,0 +1,47 @@
+//! The backend interface: one forward pass over a batch of sequence chunks against a paged KV
+//! cache the backend owns. The CPU backend is the reference; the CUDA backend implements the same
+//! trait. Block bookkeeping ([`crate::kv::BlockManager`]) stays outside the backend.
+
+pub mod cpu;
+
+use crate::error::Result;
+
+/// Which logits a sequence wants back from a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsWanted {
+    /// None (a prefill chunk that does not end the prompt).
+    None,
+    /// Only the last token's row.
+    Last,
+    /// Every token's row (speculative verify, prompt logprobs).
+    All,
+}
+
+/// One sequence's part of a step: `tokens` at positions `start_pos ..`, whose K/V go into the
+/// blocks of `block_table` (which must already cover `start_pos + tokens.len()` positions).
+#[derive(Debug, Clone)]
+pub struct SeqChunk<'a> {
+    pub tokens: &'a [u32],
+    pub start_pos: usize,
+    pub block_table: &'a [u32],
+    pub logits: LogitsWanted,
+}
+
+/// The engine's view of a compute device.
+pub trait Backend: Send {
+    /// "cpu" or "cuda".
+    fn name(&self) -> &'static str;
+    /// Positions per KV block.
+    fn block_size(&self) -> usize;
+    /// KV blocks the backend allocated.
+    fn num_blocks(&self) -> usize;
+    /// Vocabulary size (logits row length).
+    fn vocab_size(&self) -> usize;
+    /// Runs one forward over every chunk of `batch` (all rows in one pass), writes each token's K/V
+    /// into its block table, and returns the wanted logits rows (`vocab_size` f32 each) in batch
+    /// order. The contract: a row's logits are bit-identical whatever else is in the batch and
+    /// however the sequence's tokens were split into chunks (DESIGN.md §3, Level A).
+    fn forward(&mut self, batch: &[SeqChunk<'_>]) -> Result<Vec<Vec<f32>>>;
+    /// Copies block `src`'s K/V into block `dst` (copy-on-write of a shared block).
+    fn copy_block(&mut self, src: u32, dst: u32);
+}

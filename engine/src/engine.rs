@@ -1,0 +1,175 @@
+//! A single-sequence generation loop over a backend and the block manager: chunked prefill, then
+//! one-token decode steps, with stop conditions. The continuous-batching scheduler (serve) drives
+//! the same backend interface with many sequences per step.
+
+use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::error::{Error, Result};
+use crate::kv::{BlockManager, BlockTable};
+use crate::sample::{sample, SamplingParams};
+use std::time::Instant;
+
+/// Why a generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-sequence token was produced.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub prompt: Vec<u32>,
+    pub params: SamplingParams,
+    pub max_tokens: usize,
+    /// Token ids that end the generation (not included in the output).
+    pub stop_ids: Vec<u32>,
+    /// Index of this sequence among a request's choices; keys the random draws.
+    pub sequence: u32,
+}
+
+/// The result and its timings.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    pub finish: FinishReason,
+    /// Logits at the last prompt position (the distribution of the first generated token).
+    pub prompt_logits: Vec<f32>,
+    /// Seconds spent in prefill, and in decode steps.
+    pub prefill_secs: f64,
+    pub decode_secs: f64,
+}
+
+/// Backend plus KV bookkeeping for running generations.
+pub struct Engine {
+    pub backend: Box<dyn Backend>,
+    pub blocks: BlockManager,
+    /// Most prompt tokens per prefill forward.
+    pub prefill_chunk: usize,
+}
+
+impl Engine {
+    /// Wraps `backend`; the block manager mirrors its KV allocation.
+    pub fn new(backend: Box<dyn Backend>, prefill_chunk: usize) -> Engine {
+        let blocks = BlockManager::new(backend.num_blocks(), backend.block_size());
+        Engine {
+            backend,
+            blocks,
+            prefill_chunk: prefill_chunk.max(1),
+        }
+    }
+
+    /// Feeds `tokens` starting at `table.len` in chunks of at most `chunk`, returning the logits
+    /// of the last token.
+    pub fn prefill(
+        &mut self,
+        table: &mut BlockTable,
+        tokens: &[u32],
+        chunk: usize,
+    ) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("empty prompt".into()));
+        }
+        let mut logits = Vec::new();
+        let mut done = 0;
+        while done < tokens.len() {
+            let n = chunk.min(tokens.len() - done);
+            let start = table.len;
+            self.blocks.reserve(table, start + n)?;
+            let last = done + n == tokens.len();
+            let out = self.backend.forward(&[SeqChunk {
+                tokens: &tokens[done..done + n],
+                start_pos: start,
+                block_table: &table.blocks,
+                logits: if last {
+                    LogitsWanted::Last
+                } else {
+                    LogitsWanted::None
+                },
+            }])?;
+            if last {
+                logits = out.into_iter().next().expect("one row wanted");
+            }
+            done += n;
+        }
+        Ok(logits)
+    }
+
+    /// Runs `req` to completion, calling `on_token` with each generated token as it is chosen.
+    /// The sequence's KV blocks are freed on return, on success or error.
+    pub fn generate(
+        &mut self,
+        req: &GenerateRequest,
+        mut on_token: impl FnMut(u32),
+    ) -> Result<Generation> {
+        req.params.validate()?;
+        let mut table = BlockTable::default();
+        let result = self.generate_inner(req, &mut table, &mut on_token);
+        self.blocks.free_table(&mut table);
+        result
+    }
+
+    fn generate_inner(
+        &mut self,
+        req: &GenerateRequest,
+        table: &mut BlockTable,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<Generation> {
+        let t0 = Instant::now();
+        let prompt_logits = self.prefill(table, &req.prompt, self.prefill_chunk)?;
+        let prefill_secs = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut tokens = Vec::new();
+        let mut logits = prompt_logits.clone();
+        let mut finish = FinishReason::Length;
+        while tokens.len() < req.max_tokens {
+            let pos = (req.prompt.len() + tokens.len()) as u64;
+            let next = sample(
+                &logits,
+                &req.params,
+                &req.prompt,
+                &tokens,
+                req.sequence,
+                pos,
+            );
+            if req.stop_ids.contains(&next) {
+                finish = FinishReason::Stop;
+                break;
+            }
+            tokens.push(next);
+            on_token(next);
+            if tokens.len() == req.max_tokens {
+                break;
+            }
+            let start = table.len;
+            self.blocks.reserve(table, start + 1)?;
+            logits = self
+                .backend
+                .forward(&[SeqChunk {
+                    tokens: &[next],
+                    start_pos: start,
+                    block_table: &table.blocks,
+                    logits: LogitsWanted::Last,
+                }])?
+                .pop()
+                .expect("one row wanted");
+        }
+        Ok(Generation {
+            tokens,
+            finish,
+            prompt_logits,
+            prefill_secs,
+            decode_secs: t1.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Runs `prompt` token by token in a fresh sequence and returns the last position's logits:
+    /// the plain-decode arm that prefill must match bit for bit.
+    pub fn prompt_logits_token_by_token(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
+        let mut table = BlockTable::default();
+        let r = self.prefill(&mut table, prompt, 1);
+        self.blocks.free_table(&mut table);
+        r
+    }
+}

@@ -1,0 +1,184 @@
+//! The quantization trait under every linear layer: a weight matrix `[rows, cols]` (rows = output
+//! features, cols = input features, row-major as in GGUF `ne = [cols, rows]` and safetensors
+//! `[rows, cols]`) that multiplies activations by dequantizing on the fly.
+//!
+//! Reduction order (the exactness contract, DESIGN.md §3): each output element is
+//! `dot(W[r, :], x)` accumulated over k = 0..cols into 8 lanes (lane = k mod 8) in increasing k,
+//! then combined as `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`. It depends on nothing but `cols`, so
+//! a row's result is identical for any thread count, batch size or position in the batch.
+
+use super::{dequantize_row, DType};
+use memmap2::Mmap;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Bytes of a tensor: a window of a memory-mapped file or an owned buffer.
+#[derive(Clone)]
+pub enum Storage {
+    /// `bytes` range of a shared memory map.
+    Mapped(Arc<Mmap>, Range<usize>),
+    /// Owned bytes.
+    Owned(Arc<Vec<u8>>),
+}
+
+impl Storage {
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Mapped(m, r) => &m[r.clone()],
+            Storage::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes)", self.bytes().len())
+    }
+}
+
+/// A weight matrix behind any element type. Model code calls only this trait, so it never branches
+/// on the format.
+pub trait QuantMatrix: Send + Sync {
+    /// Output features.
+    fn rows(&self) -> usize;
+    /// Input features (the reduction length).
+    fn cols(&self) -> usize;
+    /// Element type of the stored weights.
+    fn dtype(&self) -> DType;
+    /// Raw stored bytes (row-major, `rows * dtype.bytes_for(cols)`), for backends that upload them.
+    fn raw(&self) -> &[u8];
+    /// Dequantizes row `r` into `out` (`cols` f32 values).
+    fn row_into(&self, r: usize, out: &mut [f32]);
+    /// `out[t * n + (r - rows.start)] = dot(W[r, :], x[t * cols .. (t+1) * cols])` for every token
+    /// `t` of `x` (`x.len() = T * cols`) and every `r` in `rows` (`n = rows.len()`), in the fixed
+    /// reduction order of this module.
+    fn matmul_rows(&self, x: &[f32], rows: Range<usize>, out: &mut [f32]);
+}
+
+/// The one implementation: any [`DType`] over a [`Storage`].
+pub struct BlockMatrix {
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    data: Storage,
+}
+
+/// Wraps `data` as a `[rows, cols]` matrix of `dtype`. Errors (as a message for the caller to attach
+/// a file name to) when `cols` is not a whole number of blocks or the byte count is wrong.
+pub fn quant_matrix(
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    data: Storage,
+) -> Result<Arc<dyn QuantMatrix>, String> {
+    let row_bytes = dtype.bytes_for(cols).ok_or_else(|| {
+        format!(
+            "{} cols is not a multiple of the {} block size {}",
+            cols,
+            dtype.name(),
+            dtype.block_elems()
+        )
+    })?;
+    let want = row_bytes.checked_mul(rows).ok_or("size overflow")?;
+    if data.bytes().len() != want {
+        return Err(format!(
+            "{} [{rows}, {cols}] needs {want} bytes, found {}",
+            dtype.name(),
+            data.bytes().len()
+        ));
+    }
+    Ok(Arc::new(BlockMatrix {
+        dtype,
+        rows,
+        cols,
+        row_bytes,
+        data,
+    }))
+}
+
+/// The fixed-order dot product of this module (see the module docs).
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    accumulate(&mut lanes, a, b);
+    combine(&lanes)
+}
+
+#[inline]
+fn accumulate(lanes: &mut [f32; 8], a: &[f32], b: &[f32]) {
+    debug_assert_eq!(a.len(), b.len());
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (ca, cb) in ca.zip(cb) {
+        for l in 0..8 {
+            lanes[l] += ca[l] * cb[l];
+        }
+    }
+    for (l, (x, y)) in ra.iter().zip(rb).enumerate() {
+        lanes[l] += x * y;
+    }
+}
+
+#[inline]
+fn combine(l: &[f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// Dequantized chunk length: a multiple of every block size (32, 256), small enough for L1.
+const CHUNK: usize = 256;
+
+impl QuantMatrix for BlockMatrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn cols(&self) -> usize {
+        self.cols
+    }
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn raw(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    fn row_into(&self, r: usize, out: &mut [f32]) {
+        let b = &self.data.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes];
+        dequantize_row(self.dtype, b, &mut out[..self.cols]);
+    }
+
+    fn matmul_rows(&self, x: &[f32], rows: Range<usize>, out: &mut [f32]) {
+        let cols = self.cols;
+        let t_count = x.len() / cols;
+        let n = rows.len();
+        debug_assert_eq!(out.len(), t_count * n);
+        let bytes = self.data.bytes();
+        let mut buf = [0f32; CHUNK];
+        let mut lanes = vec![[0f32; 8]; t_count];
+        // Elements per CHUNK of dequantized values, and the bytes they take.
+        let be = self.dtype.block_elems();
+        let chunk_bytes = CHUNK / be * self.dtype.block_bytes();
+        for (i, r) in rows.enumerate() {
+            let row = &bytes[r * self.row_bytes..(r + 1) * self.row_bytes];
+            lanes.iter_mut().for_each(|l| *l = [0f32; 8]);
+            let mut k = 0;
+            while k < cols {
+                let len = CHUNK.min(cols - k);
+                let src = &row[k / be * self.dtype.block_bytes()..];
+                let src = &src[..chunk_bytes.min(src.len())];
+                dequantize_row(self.dtype, src, &mut buf[..len]);
+                let w = &buf[..len];
+                // k is a multiple of CHUNK (so of 8): lane = (k + j) mod 8 = j mod 8.
+                for (t, l) in lanes.iter_mut().enumerate() {
+                    accumulate(l, w, &x[t * cols + k..t * cols + k + len]);
+                }
+                k += len;
+            }
+            for (t, l) in lanes.iter().enumerate() {
+                out[t * n + i] = combine(l);
+            }
+        }
+    }
+}

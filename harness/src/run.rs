@@ -1,0 +1,182 @@
+//! `memra run`: one generation on the command line.
+
+use crate::config::Config;
+use anyhow::{Context, Result};
+use clap::Args;
+use memra_engine::backend::cpu::CpuBackend;
+use memra_engine::backend::Backend;
+use memra_engine::engine::{Engine, GenerateRequest};
+use memra_engine::loader::LoadedModel;
+use memra_engine::sample::SamplingParams;
+use std::io::Write;
+
+/// Arguments of `memra run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Model: a catalog name (see `memra pull --list`), hf:owner/repo[:file], a .gguf file or an
+    /// HF checkpoint directory.
+    pub model: String,
+    /// Prompt text.
+    #[arg(long)]
+    pub prompt: String,
+    /// Wrap the prompt as one user message in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// System message (with --chat).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Tokens to generate at most.
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    /// Nucleus sampling mass (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Keep the K most likely tokens (0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Drop tokens below this fraction of the top probability (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Repetition penalty (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    /// Presence penalty, -2..2.
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Frequency penalty, -2..2.
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Seed of the counter-based sampler.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Generate exactly --max-tokens tokens, ignoring end-of-sequence tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Skip the prefill/decode agreement check.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+/// A backend for `loaded` as the config asks.
+pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
+    match cfg.backend.as_str() {
+        "cpu" | "auto" => {}
+        "cuda" => {
+            anyhow::bail!("the CUDA backend is not built into this binary yet; use --backend cpu")
+        }
+        other => anyhow::bail!("unknown backend {other:?}"),
+    }
+    let c = &loaded.model.config;
+    let per_block = CpuBackend::kv_bytes_per_token(c) * cfg.kv_block_size;
+    let blocks = (cfg.kv_cache_mib << 20) / per_block;
+    // At least one full context's worth is not required; at least a few blocks are.
+    let blocks = blocks.max(4);
+    let backend: Box<dyn Backend> = Box::new(CpuBackend::new(
+        loaded.model.clone(),
+        blocks,
+        cfg.kv_block_size,
+    ));
+    Ok(Engine::new(backend, cfg.prefill_chunk))
+}
+
+/// Runs `memra run`.
+pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
+    let path = crate::pull::resolve(&args.model, cfg)?;
+    let loaded = memra_engine::loader::load(&path)?;
+    let tk = &loaded.tokenizer;
+    let text = if args.chat {
+        let mut messages = Vec::new();
+        if let Some(s) = &args.system {
+            messages.push(serde_json::json!({"role": "system", "content": s}));
+        }
+        messages.push(serde_json::json!({"role": "user", "content": args.prompt}));
+        tk.apply_chat_template(&serde_json::Value::Array(messages), None, true)?
+    } else {
+        args.prompt.clone()
+    };
+    // A chat template writes its own BOS when the model wants one.
+    let prompt = tk.encode(&text, !args.chat)?;
+    let params = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repetition_penalty: args.repetition_penalty,
+        presence_penalty: args.presence_penalty,
+        frequency_penalty: args.frequency_penalty,
+        logit_bias: Vec::new(),
+        seed: args.seed,
+    };
+    params.validate()?;
+    let mut engine = make_engine(&loaded, cfg)?;
+    let req = GenerateRequest {
+        prompt: prompt.clone(),
+        params,
+        max_tokens: args.max_tokens,
+        stop_ids: if args.ignore_eos {
+            vec![]
+        } else {
+            tk.eos.clone()
+        },
+        sequence: 0,
+    };
+    let mut out = std::io::stdout().lock();
+    let mut generated: Vec<u32> = Vec::new();
+    let mut printed = String::new();
+    let gen = engine.generate(&req, |t| {
+        generated.push(t);
+        // Print the newly completed text; a partial UTF-8 sequence waits for its next token.
+        if let Ok(s) = tk.decode(&generated, true) {
+            if !s.ends_with('\u{FFFD}') && s.starts_with(&printed) {
+                let _ = out.write_all(s[printed.len()..].as_bytes());
+                let _ = out.flush();
+                printed = s;
+            }
+        }
+    })?;
+    let full = tk.decode(&gen.tokens, true)?;
+    if full.len() > printed.len() && full.starts_with(&printed) {
+        out.write_all(full[printed.len()..].as_bytes())?;
+    }
+    writeln!(out)?;
+    drop(out);
+    let n = gen.tokens.len();
+    eprintln!(
+        "prefill: {} tokens in {:.3} s ({:.1} tok/s) | decode: {} tokens in {:.3} s ({:.1} tok/s) | finish: {:?} | backend {}",
+        prompt.len(),
+        gen.prefill_secs,
+        prompt.len() as f64 / gen.prefill_secs.max(1e-9),
+        n,
+        gen.decode_secs,
+        n.saturating_sub(1) as f64 / gen.decode_secs.max(1e-9),
+        gen.finish,
+        engine.backend.name(),
+    );
+    if !args.no_check {
+        let decoded = engine
+            .prompt_logits_token_by_token(&prompt)
+            .context("token-by-token check")?;
+        let same = decoded.len() == gen.prompt_logits.len()
+            && decoded
+                .iter()
+                .zip(&gen.prompt_logits)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        let max_diff = decoded
+            .iter()
+            .zip(&gen.prompt_logits)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "prefill/decode agreement: last-position logits {} (prefill chunk {}, vs token-by-token; max |diff| {max_diff})",
+            if same { "bit-identical" } else { "DIFFER" },
+            cfg.prefill_chunk
+        );
+        if !same {
+            anyhow::bail!("prefill and token-by-token decode disagree");
+        }
+    }
+    Ok(())
+}
