@@ -173,3 +173,126 @@ impl Engine {
         r
     }
 }
+
+/// Output of [`Engine::run_batch`] for one request.
+#[derive(Debug, Clone)]
+pub struct BatchOutput {
+    pub tokens: Vec<u32>,
+    /// Logits row used to choose each generated token (same length as `tokens`), when kept.
+    pub step_logits: Vec<Vec<f32>>,
+}
+
+impl Engine {
+    /// Runs all `reqs` together: one forward holds every prompt (each in chunks of
+    /// `self.prefill_chunk`), then every decode step holds one row per unfinished sequence.
+    /// Stops each at its `max_tokens` or a stop id. With `keep_logits`, returns the logits row
+    /// behind every generated token. Blocks are freed on return.
+    pub fn run_batch(
+        &mut self,
+        reqs: &[GenerateRequest],
+        keep_logits: bool,
+    ) -> Result<Vec<BatchOutput>> {
+        let mut tables = vec![BlockTable::default(); reqs.len()];
+        let r = self.run_batch_inner(reqs, keep_logits, &mut tables);
+        for t in &mut tables {
+            self.blocks.free_table(t);
+        }
+        r
+    }
+
+    fn run_batch_inner(
+        &mut self,
+        reqs: &[GenerateRequest],
+        keep_logits: bool,
+        tables: &mut [BlockTable],
+    ) -> Result<Vec<BatchOutput>> {
+        for r in reqs {
+            r.params.validate()?;
+            if r.prompt.is_empty() {
+                return Err(Error::InvalidArgument("empty prompt".into()));
+            }
+        }
+        let n = reqs.len();
+        let mut outs: Vec<BatchOutput> = (0..n)
+            .map(|_| BatchOutput {
+                tokens: Vec::new(),
+                step_logits: Vec::new(),
+            })
+            .collect();
+        let mut fed = vec![0usize; n];
+        let mut last: Vec<Option<Vec<f32>>> = vec![None; n];
+        let mut done = vec![false; n];
+        loop {
+            // Build this step: prompt chunks for sequences still in prefill, one token for the
+            // others (the token chosen from their previous logits).
+            let mut step: Vec<(usize, Vec<u32>)> = Vec::new();
+            for i in 0..n {
+                if done[i] {
+                    continue;
+                }
+                if fed[i] < reqs[i].prompt.len() {
+                    let m = self.prefill_chunk.min(reqs[i].prompt.len() - fed[i]);
+                    step.push((i, reqs[i].prompt[fed[i]..fed[i] + m].to_vec()));
+                    continue;
+                }
+                let logits = last[i].take().expect("logits after prefill");
+                let r = &reqs[i];
+                let pos = (r.prompt.len() + outs[i].tokens.len()) as u64;
+                let next = sample(
+                    &logits,
+                    &r.params,
+                    &r.prompt,
+                    &outs[i].tokens,
+                    r.sequence,
+                    pos,
+                );
+                if r.stop_ids.contains(&next) {
+                    done[i] = true;
+                    continue;
+                }
+                outs[i].tokens.push(next);
+                if keep_logits {
+                    outs[i].step_logits.push(logits);
+                }
+                if outs[i].tokens.len() >= r.max_tokens {
+                    done[i] = true;
+                    continue;
+                }
+                step.push((i, vec![next]));
+            }
+            if step.is_empty() {
+                return Ok(outs);
+            }
+            for (i, toks) in &step {
+                let start = tables[*i].len;
+                self.blocks.reserve(&mut tables[*i], start + toks.len())?;
+            }
+            let chunks: Vec<SeqChunk<'_>> = step
+                .iter()
+                .map(|(i, toks)| {
+                    let start = tables[*i].len - toks.len();
+                    let ends_prompt = start + toks.len() >= reqs[*i].prompt.len();
+                    SeqChunk {
+                        tokens: toks,
+                        start_pos: start,
+                        block_table: &tables[*i].blocks,
+                        logits: if ends_prompt {
+                            LogitsWanted::Last
+                        } else {
+                            LogitsWanted::None
+                        },
+                    }
+                })
+                .collect();
+            let mut rows = self.backend.forward(&chunks)?.into_iter();
+            for (c, (i, toks)) in chunks.iter().zip(&step) {
+                if fed[*i] < reqs[*i].prompt.len() {
+                    fed[*i] += toks.len();
+                }
+                if c.logits == LogitsWanted::Last {
+                    last[*i] = Some(rows.next().expect("row per wanted chunk"));
+                }
+            }
+        }
+    }
+}

@@ -197,8 +197,10 @@ def build_spm(meta: dict):
     unk = meta["unknown_token_id"]
     for i, (tok, sc, ty) in enumerate(zip(meta["tokens"], meta["scores"], meta["token_type"])):
         p = m.pieces.add()
-        if ty == T_USER_DEFINED and tok.strip(" ") == "":
-            tok = tok.replace(" ", "\u2581")  # spm sees user-defined pieces after whitespace escaping
+        # User-defined whitespace pieces are stored with real spaces; like HF tokenizers (added
+        # tokens, normalized=False) and llama.cpp, they match only raw text, which gemma_encode()
+        # splits off before this model sees a fragment. A literal "\u2581\u2581" in the input is
+        # therefore two "\u2581" tokens, not the two-space token.
         p.piece = tok
         p.score = sc
         if i == unk:
@@ -251,8 +253,7 @@ class PyBPE:
             if ty == T_BYTE:
                 self.byte_id[int(t[3:5], 16)] = i
             elif ty in (T_NORMAL, T_USER_DEFINED, T_UNUSED):
-                if ty == T_USER_DEFINED and t.strip(" ") == "":
-                    t = t.replace(" ", "\u2581")  # same respelling as build_spm()
+                # no respelling: see build_spm()
                 self.score[t] = s
                 self.ids[t] = i
 

@@ -22,6 +22,9 @@ enum Command {
     /// Generate text from a prompt; prints the text, prefill and decode tok/s, and whether
     /// prefill agrees bit for bit with token-by-token decode.
     Run(run::RunArgs),
+    /// Fetch a model into the cache (catalog name, hf:owner/repo[:file]) or check a local one,
+    /// and print its local path; --list shows the catalog.
+    Pull(pull::PullArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +42,7 @@ fn main() -> std::process::ExitCode {
         }
         match &cli.command {
             Command::Run(a) => run::run(a, &cfg),
+            Command::Pull(a) => pull::run(a, &cfg),
         }
     });
     match result {

@@ -99,18 +99,19 @@ impl SafetensorsDir {
                 .map_err(|e| Error::format(&file, format!("invalid safetensors header: {e}")))?;
             let base = 8 + header_len;
             for (name, info) in meta.tensors() {
-                let dtype =
-                    match info.dtype {
-                        safetensors::Dtype::F32 => DType::F32,
-                        safetensors::Dtype::F16 => DType::F16,
-                        safetensors::Dtype::BF16 => DType::BF16,
-                        other => return Err(Error::format(
+                let dtype = match info.dtype {
+                    safetensors::Dtype::F32 => DType::F32,
+                    safetensors::Dtype::F16 => DType::F16,
+                    safetensors::Dtype::BF16 => DType::BF16,
+                    other => {
+                        return Err(Error::format(
                             &file,
                             format!(
                                 "tensor {name}: dtype {other:?} is not supported (F32, F16, BF16)"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 let Some(canon) = hf_to_gguf_name(model_type, &name) else {
                     tracing::debug!(tensor = %name, "ignoring tensor with no GGUF counterpart");
                     continue;

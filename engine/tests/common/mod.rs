@@ -1,0 +1,54 @@
+//! Shared test helpers: locating the real models and the repository's reference data.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The three catalog models the tests run against.
+pub const REAL_MODELS: [&str; 3] = [
+    "smollm2-135m-instruct",
+    "gemma-3-270m",
+    "qwen2.5-coder-0.5b-instruct",
+];
+
+/// Repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Path of a pulled catalog model. Looks in `$MEMRA_CACHE_DIR` (as `memra pull` does), then
+/// `~/.cache/memra`. Panics with the command to run when it is missing: a test that silently
+/// skips cannot fail.
+pub fn model_path(name: &str) -> PathBuf {
+    let cache = std::env::var_os("MEMRA_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memra")
+        });
+    let p = cache.join("models").join(name).join(format!("{name}.gguf"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `memra pull {name}` (or set MEMRA_CACHE_DIR)",
+        p.display()
+    );
+    p
+}
+
+/// Reads a JSON file under the repository.
+pub fn json(rel: &str) -> serde_json::Value {
+    let p = repo().join(rel);
+    serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+/// Reads a JSON-lines file under the repository.
+pub fn jsonl(rel: &str) -> Vec<serde_json::Value> {
+    let p = repo().join(rel);
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
