@@ -52,3 +52,53 @@ pub fn jsonl(rel: &str) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// A minimal GGUF v3 writer for crafting malformed or unusual files in tests: string and u32
+/// metadata, tensors given as (name, ggml type id, dims, bytes).
+pub fn write_gguf(
+    path: &std::path::Path,
+    meta: &[(&str, &str)],
+    ints: &[(&str, u32)],
+    tensors: &[(&str, u32, Vec<u64>, Vec<u8>)],
+) {
+    let mut b: Vec<u8> = Vec::new();
+    let s = |b: &mut Vec<u8>, x: &str| {
+        b.extend((x.len() as u64).to_le_bytes());
+        b.extend(x.as_bytes());
+    };
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend(((meta.len() + ints.len()) as u64).to_le_bytes());
+    for (k, v) in meta {
+        s(&mut b, k);
+        b.extend(8u32.to_le_bytes());
+        s(&mut b, v);
+    }
+    for (k, v) in ints {
+        s(&mut b, k);
+        b.extend(4u32.to_le_bytes());
+        b.extend(v.to_le_bytes());
+    }
+    let mut off = 0u64;
+    for (name, ty, dims, data) in tensors {
+        s(&mut b, name);
+        b.extend((dims.len() as u32).to_le_bytes());
+        for d in dims {
+            b.extend(d.to_le_bytes());
+        }
+        b.extend(ty.to_le_bytes());
+        b.extend(off.to_le_bytes());
+        off += (data.len() as u64).div_ceil(32) * 32;
+    }
+    while b.len() % 32 != 0 {
+        b.push(0);
+    }
+    for (_, _, _, data) in tensors {
+        b.extend(data);
+        while b.len() % 32 != 0 {
+            b.push(0);
+        }
+    }
+    std::fs::write(path, b).unwrap();
+}

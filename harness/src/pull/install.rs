@@ -126,8 +126,7 @@ fn fetch_and_install(
     }
 
     std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
-    let mut out = tempfile::Builder::new()
-        .prefix(".partial-")
+    let mut out = shared_file_builder(".partial-")
         .tempfile_in(dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
     let bar = progress_bar(entry.size, "joining");
@@ -261,14 +260,26 @@ fn hash_stream<R: Read, W: Write>(
 fn write_marker(dest: &Path, entry: &CatalogEntry) -> Result<()> {
     let marker = marker_path(dest);
     let dir = dest.parent().expect("final path has a parent");
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".marker-")
+    let mut tmp = shared_file_builder(".marker-")
         .tempfile_in(dir)
         .with_context(|| format!("{}", dir.display()))?;
     tmp.write_all(marker_text(entry).as_bytes())?;
     tmp.persist(&marker)
         .with_context(|| format!("{}", marker.display()))?;
     Ok(())
+}
+
+/// Temporary files that become cache files: readable like any file the user creates (mode 0o666
+/// less the umask), not the owner-only mode of temporary files.
+fn shared_file_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    b
 }
 
 /// A byte progress bar on stderr (hidden when stderr is not a terminal).
