@@ -131,7 +131,7 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         // Print the newly completed text; a partial UTF-8 sequence waits for its next token.
         if let Ok(s) = tk.decode(&generated, true) {
             if !s.ends_with('\u{FFFD}') && s.starts_with(&printed) {
-                let _ = out.write_all(s[printed.len()..].as_bytes());
+                let _ = out.write_all(&s.as_bytes()[printed.len()..]);
                 let _ = out.flush();
                 printed = s;
             }
@@ -139,7 +139,7 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
     })?;
     let full = tk.decode(&gen.tokens, true)?;
     if full.len() > printed.len() && full.starts_with(&printed) {
-        out.write_all(full[printed.len()..].as_bytes())?;
+        out.write_all(&full.as_bytes()[printed.len()..])?;
     }
     writeln!(out)?;
     drop(out);

@@ -189,13 +189,13 @@ impl ModelConfig {
         {
             return bad("zero-sized dimension in model config".into());
         }
-        if self.n_kv_heads == 0 || self.n_heads % self.n_kv_heads != 0 {
+        if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return bad(format!(
                 "head count {} is not a multiple of KV head count {}",
                 self.n_heads, self.n_kv_heads
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return bad(format!("head_dim {} is odd", self.head_dim));
         }
         Ok(())

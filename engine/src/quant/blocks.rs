@@ -14,10 +14,11 @@ fn f16_at(b: &[u8], i: usize) -> f32 {
 ///
 /// Panics if `out.len()` is not a whole number of blocks or `src` is too short; callers validate
 /// shapes when a tensor is loaded.
+#[inline(always)]
 pub fn dequantize_row(dtype: DType, src: &[u8], out: &mut [f32]) {
     let be = dtype.block_elems();
     let bb = dtype.block_bytes();
-    assert!(out.len() % be == 0 && src.len() >= out.len() / be * bb);
+    assert!(out.len().is_multiple_of(be) && src.len() >= out.len() / be * bb);
     match dtype {
         DType::F32 => {
             for (o, c) in out.iter_mut().zip(src.chunks_exact(4)) {
@@ -43,7 +44,7 @@ pub fn dequantize_row(dtype: DType, src: &[u8], out: &mut [f32]) {
 }
 
 /// One block of a quantized type.
-#[inline]
+#[inline(always)]
 fn dequantize_block(dtype: DType, b: &[u8], o: &mut [f32]) {
     match dtype {
         DType::Q4_0 => {

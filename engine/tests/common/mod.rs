@@ -91,12 +91,12 @@ pub fn write_gguf(
         b.extend(off.to_le_bytes());
         off += (data.len() as u64).div_ceil(32) * 32;
     }
-    while b.len() % 32 != 0 {
+    while !b.len().is_multiple_of(32) {
         b.push(0);
     }
     for (_, _, _, data) in tensors {
         b.extend(data);
-        while b.len() % 32 != 0 {
+        while !b.len().is_multiple_of(32) {
             b.push(0);
         }
     }
