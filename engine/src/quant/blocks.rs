@@ -2,10 +2,10 @@
 //! `gguf` package's `quants.py` (e.g. Q4_K: `(d * sc) * q - (dmin * m)`), so results are bit-exact
 //! with it.
 
-use super::{DType, QK_K};
+use super::DType;
 use half::{bf16, f16};
 
-#[inline]
+#[inline(always)]
 fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
@@ -47,38 +47,44 @@ pub fn dequantize_row(dtype: DType, src: &[u8], out: &mut [f32]) {
 #[inline(always)]
 fn dequantize_block(dtype: DType, b: &[u8], o: &mut [f32]) {
     match dtype {
+        // Two passes per block: integer unpacking into a byte array, then one int→float
+        // conversion and scale per element. Both loops vectorize; the float arithmetic per
+        // element is unchanged.
         DType::Q4_0 => {
             let d = f16_at(b, 0);
-            let qs = &b[2..18];
-            for i in 0..16 {
-                o[i] = d * ((qs[i] & 0x0F) as i8 - 8) as f32;
-                o[i + 16] = d * ((qs[i] >> 4) as i8 - 8) as f32;
+            let q = nibbles(b[2..18].try_into().expect("block size"));
+            let o: &mut [f32; 32] = o.try_into().expect("32");
+            for i in 0..32 {
+                o[i] = d * (q[i] as i8 - 8) as f32;
             }
         }
         DType::Q4_1 => {
             let d = f16_at(b, 0);
             let m = f16_at(b, 2);
-            let qs = &b[4..20];
-            for i in 0..16 {
-                o[i] = d * (qs[i] & 0x0F) as f32 + m;
-                o[i + 16] = d * (qs[i] >> 4) as f32 + m;
+            let q = nibbles(b[4..20].try_into().expect("block size"));
+            let o: &mut [f32; 32] = o.try_into().expect("32");
+            for i in 0..32 {
+                o[i] = d * q[i] as f32 + m;
             }
         }
         DType::Q5_0 => {
             let d = f16_at(b, 0);
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-            let qs = &b[6..22];
-            for i in 0..16 {
-                let lo = (qs[i] & 0x0F) | ((((qh >> i) & 1) as u8) << 4);
-                let hi = (qs[i] >> 4) | ((((qh >> (i + 16)) & 1) as u8) << 4);
-                o[i] = d * (lo as i8 - 16) as f32;
-                o[i + 16] = d * (hi as i8 - 16) as f32;
+            let mut q = nibbles(b[6..22].try_into().expect("block size"));
+            for (i, v) in q.iter_mut().enumerate() {
+                *v |= (((qh >> i) & 1) as u8) << 4;
+            }
+            let o: &mut [f32; 32] = o.try_into().expect("32");
+            for i in 0..32 {
+                o[i] = d * (q[i] as i8 - 16) as f32;
             }
         }
         DType::Q8_0 => {
             let d = f16_at(b, 0);
+            let qs: &[u8; 32] = b[2..34].try_into().expect("block size");
+            let o: &mut [f32; 32] = o.try_into().expect("32");
             for i in 0..32 {
-                o[i] = (b[2 + i] as i8) as f32 * d;
+                o[i] = (qs[i] as i8) as f32 * d;
             }
         }
         DType::Q4_K | DType::Q5_K => {
@@ -94,14 +100,21 @@ fn dequantize_block(dtype: DType, b: &[u8], o: &mut [f32]) {
             for j in 0..8 {
                 let dl = d * sc[j] as f32;
                 let ml = dmin * mn[j] as f32;
-                let q = &qs[32 * (j / 2)..32 * (j / 2) + 32];
+                let q: &[u8; 32] = qs[32 * (j / 2)..32 * (j / 2) + 32].try_into().expect("32");
                 let shift = 4 * (j % 2);
+                let out: &mut [f32; 32] = (&mut o[32 * j..32 * j + 32]).try_into().expect("32");
+                let mut v = [0u8; 32];
                 for i in 0..32 {
-                    let mut v = (q[i] >> shift) & 0x0F;
-                    if !qh.is_empty() {
-                        v |= ((qh[i] >> j) & 1) << 4;
+                    v[i] = (q[i] >> shift) & 0x0F;
+                }
+                if !qh.is_empty() {
+                    let qh: &[u8; 32] = qh.try_into().expect("32");
+                    for i in 0..32 {
+                        v[i] |= ((qh[i] >> j) & 1) << 4;
                     }
-                    o[32 * j + i] = dl * v as f32 - ml;
+                }
+                for i in 0..32 {
+                    out[i] = dl * v[i] as f32 - ml;
                 }
             }
         }
@@ -110,22 +123,46 @@ fn dequantize_block(dtype: DType, b: &[u8], o: &mut [f32]) {
             let qh = &b[128..192];
             let scales = &b[192..208];
             let d = f16_at(b, 208);
-            for e in 0..QK_K {
-                let half = e / 128;
-                let j = e % 128;
-                let l = j / 32;
-                let i = j % 32;
-                let lo = (ql[half * 64 + (l % 2) * 32 + i] >> (4 * (l / 2))) & 0x0F;
-                let hi = (qh[half * 32 + i] >> (2 * l)) & 0x03;
-                let q = (lo | (hi << 4)) as i8 - 32;
-                let dl = d * (scales[e / 16] as i8) as f32;
-                o[e] = dl * q as f32;
+            // Element e = 128*half + 32*l + i: low nibble or high nibble (l / 2) of
+            // ql[64*half + 32*(l % 2) + i], two high bits from qh[32*half + i] >> 2l.
+            for half in 0..2 {
+                let qlh: &[u8; 64] = ql[64 * half..64 * half + 64].try_into().expect("64");
+                let qhh: &[u8; 32] = qh[32 * half..32 * half + 32].try_into().expect("32");
+                for l in 0..4 {
+                    let base = 128 * half + 32 * l;
+                    let out: &mut [f32; 32] = (&mut o[base..base + 32]).try_into().expect("32");
+                    let d0 = d * (scales[base / 16] as i8) as f32;
+                    let d1 = d * (scales[base / 16 + 1] as i8) as f32;
+                    let mut q = [0i8; 32];
+                    for i in 0..32 {
+                        let lo = (qlh[(l % 2) * 32 + i] >> (4 * (l / 2))) & 0x0F;
+                        let hi = (qhh[i] >> (2 * l)) & 0x03;
+                        q[i] = (lo | (hi << 4)) as i8 - 32;
+                    }
+                    for i in 0..16 {
+                        out[i] = d0 * q[i] as f32;
+                    }
+                    for i in 16..32 {
+                        out[i] = d1 * q[i] as f32;
+                    }
+                }
             }
         }
         DType::F32 | DType::F16 | DType::BF16 => {
             unreachable!("plain types are handled per element")
         }
     }
+}
+
+/// Low nibbles of 16 bytes, then their high nibbles: the 32 quants of a Q4_0/Q4_1/Q5_0 block.
+#[inline(always)]
+fn nibbles(qs: &[u8; 16]) -> [u8; 32] {
+    let mut q = [0u8; 32];
+    for i in 0..16 {
+        q[i] = qs[i] & 0x0F;
+        q[i + 16] = qs[i] >> 4;
+    }
+    q
 }
 
 /// Unpacks the 12-byte 6-bit scale/min table of Q4_K and Q5_K into 8 scales and 8 mins.

@@ -152,8 +152,8 @@ impl QuantMatrix for BlockMatrix {
     fn matmul_rows(&self, x: &[f32], rows: Range<usize>, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2 (checked above).
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+                // SAFETY: the CPU supports AVX2 and F16C (checked above).
                 return unsafe { self.matmul_rows_avx2(x, rows, out) };
             }
         }
@@ -165,7 +165,7 @@ impl BlockMatrix {
     /// The same code compiled for AVX2: wider vectors, same per-lane operations and no FMA
     /// contraction, so results are bit-identical to the portable build.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     unsafe fn matmul_rows_avx2(&self, x: &[f32], rows: Range<usize>, out: &mut [f32]) {
         self.matmul_rows_body(x, rows, out)
     }

@@ -66,12 +66,14 @@ impl CpuBackend {
 /// how the rows are split between threads.
 pub fn matmul(w: &dyn QuantMatrix, x: &[f32], t_count: usize) -> Vec<f32> {
     let n = w.rows();
-    const ROWS_PER_TASK: usize = 64;
-    let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(ROWS_PER_TASK))
+    // A few tasks per thread balance load without drowning small matrices in scheduling.
+    let tasks = (rayon::current_num_threads() * 4).max(1);
+    let rows_per_task = n.div_ceil(tasks).max(16);
+    let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(rows_per_task))
         .into_par_iter()
         .map(|p| {
-            let r0 = p * ROWS_PER_TASK;
-            let r1 = (r0 + ROWS_PER_TASK).min(n);
+            let r0 = p * rows_per_task;
+            let r1 = (r0 + rows_per_task).min(n);
             let mut out = vec![0f32; t_count * (r1 - r0)];
             w.matmul_rows(x, r0..r1, &mut out);
             (r0, out)
