@@ -4,8 +4,9 @@
 //!
 //! The bound: both sides run float32 on identical dequantized weights, so the only difference is
 //! the order of float32 summations (our fixed 8-lane order vs. torch's kernels). That error grows
-//! with depth and logit magnitude; [`BOUND`] is set at about 4x the largest difference measured on
-//! these models (see gates/oracle/README.md for the measured values). A step whose tokens differ is
+//! with depth and logit magnitude; [`BOUND`] is about 6.7x the largest difference measured on these
+//! models (2026-11-29, 13 prompts x 64 steps each: SmolLM2 7.4e-5, Gemma 3 6.5e-5, Qwen2.5 6.1e-5,
+//! random qwen3 7.6e-6). A step whose tokens differ is
 //! accepted only as a near-tie: HF's top-2 margin there must be below the bound, and it is
 //! reported; comparison of that prompt stops there, since the contexts diverge.
 
@@ -18,7 +19,7 @@ use memra_engine::sample::SamplingParams;
 use std::path::Path;
 
 /// Max |Δlogit| allowed over HF's top-20, float32 vs float32 on the same weights.
-const BOUND: f32 = 0.02;
+const BOUND: f32 = 5e-4;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
@@ -33,6 +34,14 @@ fn check(name: &str, model_path: &Path) {
     let prompts = r["prompts"].as_array().unwrap();
     assert!(prompts.len() >= 8, "{name}: at least 8 prompts");
     let loaded = loader::load(model_path).unwrap();
+    // Our tokenizer (and, for chat prompts, the rendered template text) gives HF's prompt ids.
+    for (pi, p) in prompts.iter().enumerate() {
+        let got = loaded
+            .tokenizer
+            .encode(p["text"].as_str().unwrap(), true)
+            .unwrap();
+        assert_eq!(got, ids(&p["prompt_ids"]), "{name} prompt {pi}: prompt ids");
+    }
     let backend = CpuBackend::new(loaded.model.clone(), 1024, 16);
     let mut engine = Engine::new(Box::new(backend), 256);
     let reqs: Vec<GenerateRequest> = prompts
