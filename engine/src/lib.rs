@@ -23,3 +23,4 @@ pub fn set_threads(n: usize) -> std::result::Result<(), String> {
         .build_global()
         .map_err(|e| e.to_string())
 }
+pub mod sched;

@@ -317,8 +317,10 @@ def main():
         print(f"  loaded in {time.time() - t0:.1f}s; add_bos={add_bos} bos_id={bos_id} "
               f"attn={model.config._attn_implementation}", flush=True)
 
+        cfg = model.config.to_dict()
+        cfg["_name_or_path"] = name  # the load path is machine-specific; keep the file reproducible
         with open(os.path.join(args.out, f"{name}.config.json"), "w") as f:
-            json.dump(model.config.to_dict(), f, indent=1, sort_keys=True, default=str)
+            json.dump(cfg, f, indent=1, sort_keys=True, default=str)
             f.write("\n")
 
         records, near = [], []

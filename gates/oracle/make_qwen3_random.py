@@ -17,10 +17,11 @@ DIR receives:
   model-00002-of-00002.safetensors    bf16; layers 2..3 + model.norm + lm_head
   model.safetensors.index.json        weight_map
 
-Weights: numpy default_rng(seed); every projection matrix and lm_head is
-standard_normal * 0.05, except the token embedding (standard_normal * 1.0) and
-lm_head (standard_normal * 0.2), see EMBED_SCALE / LM_HEAD_SCALE below; every RMSNorm weight (input/post-attention/final, q_norm, k_norm)
-is 1 + 0.1 * standard_normal. Values are drawn in float64, cast to float32, then
+Weights: numpy default_rng(seed), one draw per tensor in tensor_specs() order.
+Projection matrices: standard_normal * 0.05. Token embedding: standard_normal
+* 1.0; lm_head: standard_normal * 0.2 (see EMBED_SCALE / LM_HEAD_SCALE below).
+RMSNorm weights (input/post-attention/final, q_norm, k_norm): 1 + 0.1 *
+standard_normal. Values are drawn in float64, cast to float32, then
 rounded to bfloat16 with round-to-nearest-even, so loading the bf16 files in
 float32 reproduces the stored values exactly.
 """

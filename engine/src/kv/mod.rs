@@ -6,6 +6,8 @@
 //! shared block is copied before it is written (copy-on-write). Design after vLLM's PagedAttention
 //! (Kwon et al., SOSP 2023).
 
+pub mod prefix;
+
 use crate::error::{Error, Result};
 
 /// Physical block allocator with reference counts.
@@ -94,7 +96,24 @@ impl BlockManager {
         self.truncate(table, 0);
     }
 
-    fn release(&mut self, b: u32) {
+    /// Takes one more reference on `block` (a prefix-cache entry, a shared prefix).
+    pub fn retain(&mut self, block: u32) {
+        debug_assert!(
+            self.refcount[block as usize] > 0,
+            "retain of free block {block}"
+        );
+        self.refcount[block as usize] += 1;
+    }
+
+    /// Allocates one block with reference count 1, if any is free.
+    pub fn allocate(&mut self) -> Option<u32> {
+        let b = self.free.pop()?;
+        self.refcount[b as usize] = 1;
+        Some(b)
+    }
+
+    /// Drops one reference on `block`; it returns to the free list at zero.
+    pub fn release(&mut self, b: u32) {
         let rc = &mut self.refcount[b as usize];
         debug_assert!(*rc > 0, "double free of block {b}");
         *rc -= 1;

@@ -96,6 +96,11 @@ pub fn sample(
     sequence: u32,
     position: u64,
 ) -> u32 {
+    choose(&process(logits, p, prompt, output), p, sequence, position)
+}
+
+/// Logits after penalties and logit bias: the distribution logprobs are reported from.
+pub fn process(logits: &[f32], p: &SamplingParams, prompt: &[u32], output: &[u32]) -> Vec<f32> {
     let mut l = logits.to_vec();
     apply_penalties(&mut l, p, prompt, output);
     for &(id, b) in &p.logit_bias {
@@ -103,10 +108,16 @@ pub fn sample(
             *v += b;
         }
     }
+    l
+}
+
+/// Chooses from processed logits: argmax at temperature 0, else a seeded draw after
+/// temperature, top-k, top-p and min-p.
+pub fn choose(l: &[f32], p: &SamplingParams, sequence: u32, position: u64) -> u32 {
     if p.temperature == 0.0 {
-        return argmax(&l);
+        return argmax(l);
     }
-    let probs = filtered_probs(&l, p);
+    let probs = filtered_probs(l, p);
     let u = rng::uniform(p.seed, sequence, position);
     let mut cum = 0f32;
     for &(id, pr) in &probs {
@@ -116,6 +127,29 @@ pub fn sample(
         }
     }
     probs.last().map(|&(id, _)| id).unwrap_or(0)
+}
+
+/// Log-softmax of `l` at `token`, and the `top` most likely (id, logprob) pairs (ties: lower id
+/// first). Computed in f64 for the normalizer, reported as f32.
+pub fn logprobs(l: &[f32], token: u32, top: usize) -> (f32, Vec<(u32, f32)>) {
+    let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max as f64
+        + l.iter()
+            .map(|&v| ((v - max) as f64).exp())
+            .sum::<f64>()
+            .ln();
+    let lp = |i: u32| (l[i as usize] as f64 - lse) as f32;
+    let mut best: Vec<u32> = Vec::with_capacity(top + 1);
+    if top > 0 {
+        for i in 0..l.len() as u32 {
+            let pos = best.partition_point(|&b| l[b as usize] >= l[i as usize]);
+            if pos < top {
+                best.insert(pos, i);
+                best.truncate(top);
+            }
+        }
+    }
+    (lp(token), best.into_iter().map(|i| (i, lp(i))).collect())
 }
 
 /// Index of the largest value; the lowest index wins ties. NaN never wins.
@@ -298,6 +332,16 @@ mod tests {
         let f0 = draws.iter().filter(|&&t| t == 0).count() as f32 / 4000.0;
         // softmax([1,0,-1])[0] = 0.665; 4000 draws put the estimate within ±0.03 at > 99.9%.
         assert!((f0 - 0.665).abs() < 0.03, "frequency of token 0: {f0}");
+    }
+
+    #[test]
+    fn logprobs_normalize_and_rank() {
+        let (lp, top) = logprobs(&[2.0, 1.0, 2.0, 0.0], 1, 3);
+        let z = (2.0f64.exp() * 2.0 + 1.0f64.exp() + 1.0).ln();
+        assert!((lp as f64 - (1.0 - z)).abs() < 1e-6);
+        assert_eq!(top.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 2, 1]);
+        let total: f64 = [2.0f64, 1.0, 2.0, 0.0].iter().map(|v| (v - z).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-9);
     }
 
     #[test]

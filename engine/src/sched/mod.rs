@@ -1,0 +1,694 @@
+//! Continuous-batching scheduler on its own thread (a CUDA context is thread-affine).
+//!
+//! Each step is one backend forward over decode rows plus prefill chunks under a token budget
+//! (Orca, Yu et al. OSDI 2022; chunked prefill as in Sarathi, Agrawal et al. 2023). Admission is
+//! first-come first-served by free KV blocks (prefix-cache hits count as already present). When
+//! blocks run out mid-generation the newest sequence is preempted by recompute: its blocks are
+//! freed and it re-enters the queue with its tokens so far; because logits do not depend on chunking
+//! (the exactness contract), the recomputed continuation is identical. `n > 1` choices fork the
+//! prompt's blocks after one prefill; shared partial blocks are copied before their first write.
+
+mod types;
+
+pub use types::*;
+
+use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::engine::FinishReason;
+use crate::error::{Error, Result};
+use crate::kv::prefix::{chain_hashes, PrefixCache};
+use crate::kv::{BlockManager, BlockTable};
+use crate::sample;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+/// Scheduler limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// Most tokens (decode rows + prefill chunk tokens) in one forward.
+    pub max_batch_tokens: usize,
+    /// Most sequences running at once.
+    pub max_running: usize,
+    /// Most requests waiting for admission; more are refused with [`SubmitError::QueueFull`].
+    pub queue_capacity: usize,
+    /// Context length: prompt plus generated tokens per sequence.
+    pub max_context: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_batch_tokens: 512,
+            max_running: 64,
+            queue_capacity: 256,
+            max_context: 8192,
+        }
+    }
+}
+
+enum Cmd {
+    Submit(Submit),
+    Cancel(RequestId),
+    Shutdown,
+}
+
+/// Handle to the engine thread. Cheap to clone.
+#[derive(Clone)]
+pub struct SchedulerHandle {
+    tx: Sender<Cmd>,
+    stats: Arc<Mutex<Stats>>,
+    queued: Arc<AtomicUsize>,
+    stopped: Arc<AtomicBool>,
+    cfg: SchedulerConfig,
+    kv_positions: usize,
+}
+
+type BackendFactory = Box<dyn FnOnce() -> Result<Box<dyn Backend>> + Send>;
+
+impl SchedulerHandle {
+    /// Starts the engine thread; `make_backend` runs on it. Errors: the backend failed to start.
+    pub fn spawn(make_backend: BackendFactory, cfg: SchedulerConfig) -> Result<SchedulerHandle> {
+        let (tx, rx) = channel();
+        let (init_tx, init_rx) = channel();
+        let stats = Arc::new(Mutex::new(Stats::default()));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let (s2, q2, st2, c2) = (stats.clone(), queued.clone(), stopped.clone(), cfg.clone());
+        std::thread::Builder::new()
+            .name("memra-engine".into())
+            .spawn(move || {
+                let backend = match make_backend() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = init_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = init_tx.send(Ok(backend.num_blocks() * backend.block_size()));
+                let mut core = Core::new(backend, c2, s2, q2);
+                core.run(rx);
+                st2.store(true, Ordering::SeqCst);
+            })
+            .map_err(|e| Error::InvalidArgument(format!("cannot start engine thread: {e}")))?;
+        let kv_positions = init_rx
+            .recv()
+            .map_err(|_| Error::InvalidArgument("engine thread died while starting".into()))??;
+        Ok(SchedulerHandle {
+            tx,
+            stats,
+            queued,
+            stopped,
+            cfg,
+            kv_positions,
+        })
+    }
+
+    /// Queues a request. Errors: the queue is full, the engine stopped, or the request can never
+    /// run (empty prompt, n = 0, longer than the context or the whole KV cache).
+    pub fn submit(&self, s: Submit) -> Result<(), SubmitError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SubmitError::Stopped);
+        }
+        if s.prompt.is_empty() {
+            return Err(SubmitError::Invalid("the prompt is empty".into()));
+        }
+        if s.n == 0 {
+            return Err(SubmitError::Invalid("n must be at least 1".into()));
+        }
+        if s.prompt.len() >= self.cfg.max_context {
+            return Err(SubmitError::Invalid(format!(
+                "the prompt has {} tokens; the context length is {}",
+                s.prompt.len(),
+                self.cfg.max_context
+            )));
+        }
+        if s.prompt.len() + 1 > self.kv_positions {
+            return Err(SubmitError::Invalid(format!(
+                "the prompt has {} tokens; the KV cache holds {} positions",
+                s.prompt.len(),
+                self.kv_positions
+            )));
+        }
+        if let Err(e) = s.params.validate() {
+            return Err(SubmitError::Invalid(e.to_string()));
+        }
+        let q = self.queued.fetch_add(1, Ordering::SeqCst);
+        if q >= self.cfg.queue_capacity {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(SubmitError::QueueFull {
+                queued: q,
+                retry_after_secs: 1,
+            });
+        }
+        self.tx.send(Cmd::Submit(s)).map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            SubmitError::Stopped
+        })
+    }
+
+    /// Cancels a request; its blocks are freed before the next step.
+    pub fn cancel(&self, id: RequestId) {
+        let _ = self.tx.send(Cmd::Cancel(id));
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> Stats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Whether the engine thread has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Asks the engine thread to finish: it fails everything in flight and exits.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Cmd::Shutdown);
+    }
+}
+
+/// A request's shared state.
+struct Req {
+    s: Submit,
+    running_choices: u32,
+    dead: bool,
+    /// Admitted at least once (it no longer counts as queued).
+    admitted: bool,
+}
+
+/// One choice of one request.
+struct Seq {
+    req: RequestId,
+    choice: u32,
+    prompt_len: usize,
+    /// Prompt plus generated tokens.
+    tokens: Vec<u32>,
+    /// Positions whose K/V are in the cache.
+    computed: usize,
+    table: BlockTable,
+    /// Chained hashes of the full blocks already indexed in the prefix cache.
+    hashed: Vec<u64>,
+    /// Logits to sample from before feeding anything (forked choices).
+    pending: Option<Vec<f32>>,
+    /// Admission order (for choosing preemption victims).
+    order: u64,
+}
+
+struct Core {
+    backend: Box<dyn Backend>,
+    bm: BlockManager,
+    prefix: PrefixCache,
+    cfg: SchedulerConfig,
+    reqs: HashMap<RequestId, Req>,
+    waiting: VecDeque<Seq>,
+    running: Vec<Seq>,
+    stats: Arc<Mutex<Stats>>,
+    queued: Arc<AtomicUsize>,
+    counters: Stats,
+    next_order: u64,
+}
+
+impl Core {
+    fn new(
+        backend: Box<dyn Backend>,
+        cfg: SchedulerConfig,
+        stats: Arc<Mutex<Stats>>,
+        queued: Arc<AtomicUsize>,
+    ) -> Core {
+        let bm = BlockManager::new(backend.num_blocks(), backend.block_size());
+        Core {
+            backend,
+            bm,
+            prefix: PrefixCache::default(),
+            cfg,
+            reqs: HashMap::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            stats,
+            queued,
+            counters: Stats::default(),
+            next_order: 0,
+        }
+    }
+
+    fn run(&mut self, rx: Receiver<Cmd>) {
+        loop {
+            // Block for work when idle; otherwise take what has arrived and step.
+            if self.running.is_empty() && self.waiting.is_empty() {
+                match rx.recv() {
+                    Ok(c) => {
+                        if !self.command(c) {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+            while let Ok(c) = rx.try_recv() {
+                if !self.command(c) {
+                    return;
+                }
+            }
+            if let Err(e) = self.step() {
+                // A backend failure fails every request in flight, not the thread.
+                tracing::error!(error = %e, "engine step failed");
+                let ids: Vec<RequestId> = self.reqs.keys().copied().collect();
+                for id in ids {
+                    self.emit(id, Event::Error(format!("engine error: {e}")));
+                    self.drop_request(id);
+                }
+            }
+            self.publish();
+        }
+    }
+
+    fn command(&mut self, c: Cmd) -> bool {
+        match c {
+            Cmd::Submit(mut s) => {
+                let id = s.id;
+                if self.reqs.contains_key(&id) {
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    (s.events)(Event::Error(format!("request id {id} is already in use")));
+                    return true;
+                }
+                let seq = Seq {
+                    req: id,
+                    choice: 0,
+                    prompt_len: s.prompt.len(),
+                    tokens: s.prompt.clone(),
+                    computed: 0,
+                    table: BlockTable::default(),
+                    hashed: Vec::new(),
+                    pending: None,
+                    order: 0,
+                };
+                self.reqs.insert(
+                    id,
+                    Req {
+                        running_choices: s.n,
+                        s,
+                        dead: false,
+                        admitted: false,
+                    },
+                );
+                self.waiting.push_back(seq);
+            }
+            Cmd::Cancel(id) => self.drop_request(id),
+            Cmd::Shutdown => {
+                let ids: Vec<RequestId> = self.reqs.keys().copied().collect();
+                for id in ids {
+                    self.emit(id, Event::Error("server shutting down".into()));
+                    self.drop_request(id);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends `ev` to the request's listener; marks it dead if nobody listens.
+    fn emit(&mut self, id: RequestId, ev: Event) {
+        if let Some(r) = self.reqs.get_mut(&id) {
+            if !r.dead && !(r.s.events)(ev) {
+                r.dead = true;
+            }
+        }
+    }
+
+    /// Removes a request and frees every block its sequences hold.
+    fn drop_request(&mut self, id: RequestId) {
+        let Some(r) = self.reqs.remove(&id) else {
+            return;
+        };
+        if !r.admitted {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        let mut keep = VecDeque::new();
+        for mut s in self.waiting.drain(..) {
+            if s.req == id {
+                self.bm.free_table(&mut s.table);
+            } else {
+                keep.push_back(s);
+            }
+        }
+        self.waiting = keep;
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].req == id {
+                let mut s = self.running.swap_remove(i);
+                self.bm.free_table(&mut s.table);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        self.counters.queued = self.queued.load(Ordering::SeqCst);
+        self.counters.running = self.running.len();
+        self.counters.kv_blocks_free = self.bm.free_blocks();
+        self.counters.prefix_cached_blocks = self.prefix.len();
+        self.counters.kv_blocks_used = self.bm.num_blocks() - self.bm.free_blocks();
+        if let Ok(mut s) = self.stats.lock() {
+            *s = self.counters.clone();
+        }
+    }
+
+    /// Makes `need` blocks free if possible, evicting idle prefix-cache entries first.
+    fn make_room(&mut self, need: usize) -> bool {
+        if self.bm.free_blocks() < need {
+            let short = need - self.bm.free_blocks();
+            self.prefix.evict(&mut self.bm, short);
+        }
+        self.bm.free_blocks() >= need
+    }
+
+    fn admit(&mut self) {
+        let bs = self.bm.block_size();
+        while self.running.len() < self.cfg.max_running {
+            let Some(mut seq) = self.waiting.pop_front() else {
+                break;
+            };
+            match self.reqs.get(&seq.req) {
+                None => continue,
+                Some(r) if r.dead => {
+                    self.drop_request(seq.req);
+                    continue;
+                }
+                Some(_) => {}
+            }
+            // Prefix hits: full blocks strictly before the last token (its logits are needed).
+            let tenant = self.reqs[&seq.req].s.tenant.clone();
+            let usable = (seq.tokens.len() - 1) / bs * bs;
+            let hashes = chain_hashes(&tenant, &seq.tokens[..usable], bs);
+            let hits = self.prefix.lookup(&mut self.bm, &hashes, &seq.tokens, bs);
+            let need = self.bm.blocks_for(seq.tokens.len() + 1) - hits.len();
+            if !self.make_room(need) {
+                for b in hits {
+                    self.bm.release(b);
+                }
+                self.waiting.push_front(seq);
+                break;
+            }
+            seq.computed = hits.len() * bs;
+            seq.table = BlockTable {
+                len: seq.computed,
+                blocks: hits,
+            };
+            seq.hashed = hashes[..seq.table.blocks.len()].to_vec();
+            seq.order = self.next_order;
+            self.next_order += 1;
+            let r = self.reqs.get_mut(&seq.req).expect("checked");
+            if !r.admitted {
+                r.admitted = true;
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                self.counters.prefix_hit_tokens += seq.computed as u64;
+                let (p, c) = (seq.prompt_len, seq.computed);
+                self.emit(
+                    seq.req,
+                    Event::Started {
+                        prompt_tokens: p,
+                        cached_tokens: c,
+                    },
+                );
+            }
+            self.running.push(seq);
+        }
+    }
+
+    /// Reserves room for `n` more positions of running sequence `i`, copying a shared partial
+    /// block first, preempting newer sequences when blocks run out. False if `i` itself was
+    /// preempted.
+    fn reserve(&mut self, i: usize, n: usize) -> bool {
+        loop {
+            let s = &self.running[i];
+            let bs = self.bm.block_size();
+            let cow = !s.computed.is_multiple_of(bs)
+                && self.bm.refcount(s.table.blocks[s.computed / bs]) > 1;
+            let need = self
+                .bm
+                .blocks_for(s.computed + n)
+                .saturating_sub(s.table.blocks.len())
+                + cow as usize;
+            if self.make_room(need) {
+                let s = &mut self.running[i];
+                if cow {
+                    let idx = s.computed / bs;
+                    let old = s.table.blocks[idx];
+                    let new = self.bm.allocate().expect("room made");
+                    self.backend.copy_block(old, new);
+                    self.bm.release(old);
+                    s.table.blocks[idx] = new;
+                }
+                let end = s.computed + n;
+                s.table.len = s.computed;
+                self.bm.reserve(&mut s.table, end).expect("room made");
+                return true;
+            }
+            // Preempt the newest running sequence (possibly `i` itself).
+            let victim = (0..self.running.len())
+                .max_by_key(|&j| self.running[j].order)
+                .expect("non-empty");
+            self.preempt(victim);
+            self.counters.preemptions += 1;
+            if victim == i {
+                return false;
+            }
+            // swap_remove moved the last element into `victim`; `i` is unaffected unless it was
+            // the last one.
+            if i == self.running.len() {
+                return false;
+            }
+        }
+    }
+
+    fn preempt(&mut self, j: usize) {
+        let mut s = self.running.swap_remove(j);
+        self.bm.free_table(&mut s.table);
+        s.computed = 0;
+        s.hashed.clear();
+        s.pending = None;
+        self.waiting.push_front(s);
+    }
+
+    fn step(&mut self) -> Result<()> {
+        self.admit();
+        // Forked choices sample from the prompt's logits first.
+        let mut i = 0;
+        while i < self.running.len() {
+            if let Some(l) = self.running[i].pending.take() {
+                if !self.sample_into(i, &l) {
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        // Plan: decode rows first, then prefill chunks, within the token budget.
+        let mut budget = self.cfg.max_batch_tokens;
+        let mut plan: Vec<(u64, usize)> = Vec::new(); // (sequence order key, tokens to feed)
+        let mut order: Vec<usize> = (0..self.running.len()).collect();
+        order.sort_by_key(|&i| {
+            (
+                self.running[i].tokens.len() - self.running[i].computed > 1,
+                self.running[i].order,
+            )
+        });
+        let keys: Vec<u64> = order.iter().map(|&i| self.running[i].order).collect();
+        for key in keys {
+            if budget == 0 {
+                break;
+            }
+            let Some(i) = self.running.iter().position(|s| s.order == key) else {
+                continue;
+            };
+            let s = &self.running[i];
+            let n = (s.tokens.len() - s.computed).min(budget);
+            if n == 0 {
+                continue;
+            }
+            if self.reserve(i, n) {
+                budget -= n;
+                plan.push((key, n));
+            }
+        }
+        plan.retain(|(k, _)| self.running.iter().any(|s| s.order == *k));
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let idx: Vec<usize> = plan
+            .iter()
+            .map(|(k, _)| {
+                self.running
+                    .iter()
+                    .position(|s| s.order == *k)
+                    .expect("kept")
+            })
+            .collect();
+        let chunks: Vec<SeqChunk<'_>> = idx
+            .iter()
+            .zip(&plan)
+            .map(|(&i, &(_, n))| {
+                let s = &self.running[i];
+                SeqChunk {
+                    tokens: &s.tokens[s.computed..s.computed + n],
+                    start_pos: s.computed,
+                    block_table: &s.table.blocks,
+                    logits: if s.computed + n == s.tokens.len() {
+                        LogitsWanted::Last
+                    } else {
+                        LogitsWanted::None
+                    },
+                }
+            })
+            .collect();
+        let wants: Vec<bool> = chunks
+            .iter()
+            .map(|c| c.logits == LogitsWanted::Last)
+            .collect();
+        let mut rows = self.backend.forward(&chunks)?.into_iter();
+        drop(chunks);
+        let mut sampled: Vec<(u64, Vec<f32>)> = Vec::new();
+        for ((&i, &(key, n)), want) in idx.iter().zip(&plan).zip(wants) {
+            self.running[i].computed += n;
+            self.index_full_blocks(i);
+            if want {
+                sampled.push((key, rows.next().expect("row per wanted chunk")));
+            }
+        }
+        for (key, logits) in sampled {
+            let Some(i) = self.running.iter().position(|s| s.order == key) else {
+                continue;
+            };
+            self.fork_choices(i, &logits);
+            self.sample_into(i, &logits);
+        }
+        Ok(())
+    }
+
+    /// Puts newly completed blocks of sequence `i` into the prefix cache.
+    fn index_full_blocks(&mut self, i: usize) {
+        let bs = self.bm.block_size();
+        let s = &self.running[i];
+        let full = s.computed / bs;
+        if full <= s.hashed.len() {
+            return;
+        }
+        let tenant = &self.reqs[&s.req].s.tenant;
+        let hashes = chain_hashes(tenant, &s.tokens[..full * bs], bs);
+        for (b, h) in hashes.iter().enumerate().skip(s.hashed.len()) {
+            let block = s.table.blocks[b];
+            self.prefix
+                .insert(&mut self.bm, *h, block, &s.tokens[b * bs..(b + 1) * bs]);
+        }
+        self.running[i].hashed = hashes;
+    }
+
+    /// After choice 0's prompt, starts choices 1..n on forks of its blocks.
+    fn fork_choices(&mut self, i: usize, logits: &[f32]) {
+        let s = &self.running[i];
+        let n = self.reqs[&s.req].s.n;
+        if s.choice != 0 || n <= 1 || s.tokens.len() != s.prompt_len {
+            return;
+        }
+        let (req, prompt_len, tokens, table, hashed) = (
+            s.req,
+            s.prompt_len,
+            s.tokens.clone(),
+            s.table.clone(),
+            s.hashed.clone(),
+        );
+        for choice in 1..n {
+            let table = self.bm.fork(&table);
+            let order = self.next_order;
+            self.next_order += 1;
+            self.running.push(Seq {
+                req,
+                choice,
+                prompt_len,
+                tokens: tokens.clone(),
+                computed: prompt_len,
+                table,
+                hashed: hashed.clone(),
+                pending: Some(logits.to_vec()),
+                order,
+            });
+        }
+    }
+
+    /// Samples the next token of sequence `i`, emits it, and retires the sequence when it
+    /// finishes. Returns false if the sequence was removed.
+    fn sample_into(&mut self, i: usize, logits: &[f32]) -> bool {
+        let s = &self.running[i];
+        let Some(r) = self.reqs.get(&s.req) else {
+            let mut s = self.running.swap_remove(i);
+            self.bm.free_table(&mut s.table);
+            return false;
+        };
+        let p = &r.s.params;
+        let (prompt, output) = s.tokens.split_at(s.prompt_len);
+        let processed = sample::process(logits, p, prompt, output);
+        let pos = s.tokens.len() as u64;
+        let token = sample::choose(&processed, p, s.choice, pos);
+        let (req, choice) = (s.req, s.choice);
+        let finish = if r.s.stop_ids.contains(&token) {
+            Some(FinishReason::Stop)
+        } else {
+            None
+        };
+        if finish.is_none() {
+            let logprob = r.s.logprobs.map(|k| {
+                let (lp, top) = sample::logprobs(&processed, token, k as usize);
+                TokenLogprob {
+                    token,
+                    logprob: lp,
+                    top,
+                }
+            });
+            self.running[i].tokens.push(token);
+            self.emit(
+                req,
+                Event::Token {
+                    choice,
+                    token,
+                    logprob,
+                },
+            );
+        }
+        let s = &self.running[i];
+        let r = &self.reqs[&req];
+        let generated = s.tokens.len() - s.prompt_len;
+        // Length: max_tokens, the context, or the whole KV cache (it could never fit alone).
+        let kv_positions = self.bm.num_blocks() * self.bm.block_size();
+        let finish = finish.or_else(|| {
+            (generated >= r.s.max_tokens
+                || s.tokens.len() >= self.cfg.max_context
+                || s.tokens.len() >= kv_positions)
+                .then_some(FinishReason::Length)
+        });
+        let dead = r.dead;
+        if finish.is_none() && !dead {
+            return true;
+        }
+        let mut s = self.running.swap_remove(i);
+        self.bm.free_table(&mut s.table);
+        if dead {
+            self.drop_request(req);
+            return false;
+        }
+        self.emit(
+            req,
+            Event::Finished {
+                choice,
+                reason: finish.expect("checked"),
+            },
+        );
+        let r = self.reqs.get_mut(&req).expect("live");
+        r.running_choices -= 1;
+        if r.running_choices == 0 {
+            self.emit(req, Event::Done);
+            self.reqs.remove(&req);
+        }
+        false
+    }
+}
