@@ -18,6 +18,12 @@ pub struct LoadedModel {
 /// Loads weights and tokenizer from `path`. Errors name the file and what is wrong: missing path,
 /// not GGUF, unsupported architecture or tensor type, missing tensors or tokenizer.
 pub fn load(path: &Path) -> Result<LoadedModel> {
+    load_with(path, |_| {})
+}
+
+/// [`load`] with a hook that may change the configuration before the weights are loaded (gates
+/// use it to build a deliberately perturbed model for a Level B canary).
+pub fn load_with(path: &Path, tweak: impl FnOnce(&mut ModelConfig)) -> Result<LoadedModel> {
     if !path.exists() {
         return Err(Error::io(
             path,
@@ -32,7 +38,8 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
                 "directory has no config.json (not an HF checkpoint)",
             ));
         }
-        let config = ModelConfig::from_hf_config(&cfg_path)?;
+        let mut config = ModelConfig::from_hf_config(&cfg_path)?;
+        tweak(&mut config);
         let model_type = serde_json::from_str::<serde_json::Value>(
             &std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?,
         )
@@ -48,7 +55,8 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         });
     }
     let g = GgufFile::open(path)?;
-    let config = ModelConfig::from_gguf(&g)?;
+    let mut config = ModelConfig::from_gguf(&g)?;
+    tweak(&mut config);
     let tokenizer = Tokenizer::from_gguf(&g)?;
     let model = Model::load(config, &g)?;
     Ok(LoadedModel {

@@ -61,6 +61,7 @@ fn submit(
         n,
         logprobs: None,
         tenant: tenant.into(),
+        return_logits: false,
         events: Box::new(move |e| tx.send(e).is_ok()),
     })
     .unwrap();
@@ -249,6 +250,7 @@ fn cancel_and_disconnect_free_blocks_and_full_queue_refuses() {
             n: 1,
             logprobs: None,
             tenant: "t".into(),
+            return_logits: false,
             events: Box::new(move |e| tx3.send(e).is_ok()),
         })
         .unwrap_err();

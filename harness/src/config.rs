@@ -27,6 +27,55 @@ pub struct Config {
     pub kv_cache_mib: usize,
     /// Most prompt tokens per prefill forward.
     pub prefill_chunk: usize,
+    /// `memra serve` settings (the `[serve]` table).
+    pub serve: ServeConfig,
+}
+
+/// Settings of `memra serve` (TOML table `[serve]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Models to serve, each `ALIAS=MODEL` or `MODEL` (empty = smollm2-135m-instruct).
+    pub models: Vec<String>,
+    /// Address to bind.
+    pub host: String,
+    /// Port to bind (0 = any free port; the chosen address is printed).
+    pub port: u16,
+    /// Most tokens (decode rows plus prefill chunk tokens) in one engine step.
+    pub max_batch_tokens: usize,
+    /// Most sequences running at once.
+    pub max_running: usize,
+    /// Most requests waiting for admission; more are refused with 429.
+    pub queue_capacity: usize,
+    /// Context length served (0 = the model's own, capped by the KV cache).
+    pub context_len: usize,
+    /// Bearer key required on the API routes (none = open). Never printed or logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Largest request body in bytes (larger ones get 413).
+    pub max_body_bytes: usize,
+    /// Seconds between SSE keep-alive comments while a stream waits.
+    pub keepalive_secs: u64,
+    /// Seconds in-flight requests get to finish after SIGTERM before the server exits.
+    pub drain_secs: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            models: Vec::new(),
+            host: "127.0.0.1".into(),
+            port: 8000,
+            max_batch_tokens: 512,
+            max_running: 64,
+            queue_capacity: 256,
+            context_len: 0,
+            api_key: None,
+            max_body_bytes: 4 << 20,
+            keepalive_secs: 10,
+            drain_secs: 30,
+        }
+    }
 }
 
 impl Default for Config {
@@ -40,6 +89,7 @@ impl Default for Config {
             kv_block_size: 16,
             kv_cache_mib: 512,
             prefill_chunk: 512,
+            serve: ServeConfig::default(),
         }
     }
 }
@@ -55,7 +105,9 @@ fn default_cache_dir() -> PathBuf {
 #[derive(Debug, Clone, Args, Default)]
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
-    /// kv_block_size, kv_cache_mib, prefill_chunk).
+    /// kv_block_size, kv_cache_mib, prefill_chunk, and a [serve] table: models, host, port,
+    /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
+    /// keepalive_secs, drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
     pub config: Option<PathBuf>,
     /// Model cache directory [default: ~/.cache/memra].
@@ -79,6 +131,33 @@ pub struct ConfigArgs {
     /// Most prompt tokens per prefill forward [default: 512].
     #[arg(long, global = true)]
     pub prefill_chunk: Option<usize>,
+    /// serve: address to bind [default: 127.0.0.1].
+    #[arg(long, global = true)]
+    pub host: Option<String>,
+    /// serve: port to bind, 0 = any free port [default: 8000].
+    #[arg(long, global = true)]
+    pub port: Option<u16>,
+    /// serve: most tokens per engine step [default: 512].
+    #[arg(long, global = true)]
+    pub max_batch_tokens: Option<usize>,
+    /// serve: most sequences running at once [default: 64].
+    #[arg(long, global = true)]
+    pub max_running: Option<usize>,
+    /// serve: most requests waiting before 429 [default: 256].
+    #[arg(long, global = true)]
+    pub queue_capacity: Option<usize>,
+    /// serve: context length, 0 = the model's own capped by the KV cache [default: 0].
+    #[arg(long, global = true)]
+    pub context_len: Option<usize>,
+    /// serve: bearer key required on the API routes [default: none].
+    #[arg(long, global = true, env = "MEMRA_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// serve: seconds between SSE keep-alive comments [default: 10].
+    #[arg(long, global = true)]
+    pub keepalive_secs: Option<u64>,
+    /// serve: seconds in-flight requests get to finish after SIGTERM [default: 30].
+    #[arg(long, global = true)]
+    pub drain_secs: Option<u64>,
 }
 
 impl ConfigArgs {
@@ -108,6 +187,39 @@ impl ConfigArgs {
         }
         if let Some(v) = self.prefill_chunk {
             c.prefill_chunk = v;
+        }
+        let s = &mut c.serve;
+        if let Some(v) = &self.host {
+            s.host = v.clone();
+        }
+        if let Some(v) = self.port {
+            s.port = v;
+        }
+        if let Some(v) = self.max_batch_tokens {
+            s.max_batch_tokens = v;
+        }
+        if let Some(v) = self.max_running {
+            s.max_running = v;
+        }
+        if let Some(v) = self.queue_capacity {
+            s.queue_capacity = v;
+        }
+        if let Some(v) = self.context_len {
+            s.context_len = v;
+        }
+        if let Some(v) = &self.api_key {
+            s.api_key = Some(v.clone());
+        }
+        if let Some(v) = self.keepalive_secs {
+            s.keepalive_secs = v;
+        }
+        if let Some(v) = self.drain_secs {
+            s.drain_secs = v;
+        }
+        if s.max_batch_tokens == 0 || s.max_running == 0 || s.keepalive_secs == 0 {
+            anyhow::bail!(
+                "serve: max_batch_tokens, max_running and keepalive_secs must be positive"
+            );
         }
         if !matches!(c.backend.as_str(), "cpu" | "cuda" | "auto") {
             anyhow::bail!("backend must be cpu, cuda or auto (got {:?})", c.backend);
@@ -151,5 +263,36 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(format!("{e:#}").contains("prefil_chunk"), "{e:#}");
+    }
+
+    #[test]
+    fn serve_table_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("memra.toml");
+        std::fs::write(
+            &p,
+            "[serve]\nport = 9000\nmax_running = 3\nmodels = [\"a=x.gguf\"]\n",
+        )
+        .unwrap();
+        let args = ConfigArgs {
+            config: Some(p.clone()),
+            port: Some(9100),
+            ..Default::default()
+        };
+        let c = args.resolve().unwrap();
+        assert_eq!((c.serve.port, c.serve.max_running), (9100, 3));
+        assert_eq!(c.serve.models, ["a=x.gguf"]);
+        assert_eq!(
+            c.serve.queue_capacity,
+            ServeConfig::default().queue_capacity
+        );
+        std::fs::write(&p, "[serve]\nprot = 1\n").unwrap();
+        let e = ConfigArgs {
+            config: Some(p),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("prot"), "{e:#}");
     }
 }

@@ -1,8 +1,10 @@
 //! `memra`: benchmark-and-gating harness for LLM inference, with serving as one mode.
 
 mod config;
+mod gate;
 mod pull;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use config::ConfigArgs;
@@ -25,6 +27,12 @@ enum Command {
     /// Fetch a model into the cache (catalog name, hf:owner/repo[:file]) or check a local one,
     /// and print its local path; --list shows the catalog.
     Pull(pull::PullArgs),
+    /// Serve models over an OpenAI-compatible HTTP API (chat and text completions, streaming,
+    /// tokenize, metrics); with no --model it serves smollm2-135m-instruct, pulled on first use.
+    Serve(serve::ServeArgs),
+    /// Run the exactness gates in gates/*.toml (fast path vs plain decode; HF and tokenizer
+    /// parity); --canary runs each gate's deliberately broken arm, which must turn it red.
+    Gate(gate::GateArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,7 +50,9 @@ fn main() -> std::process::ExitCode {
         }
         match &cli.command {
             Command::Run(a) => run::run(a, &cfg),
+            Command::Gate(a) => gate::run(a, &cfg),
             Command::Pull(a) => pull::run(a, &cfg),
+            Command::Serve(a) => serve::run(a, &cfg),
         }
     });
     match result {

@@ -7,8 +7,10 @@ use memra_engine::backend::cpu::CpuBackend;
 use memra_engine::backend::Backend;
 use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::loader::LoadedModel;
+use memra_engine::models::Model;
 use memra_engine::sample::SamplingParams;
 use std::io::Write;
+use std::sync::Arc;
 
 /// Arguments of `memra run`.
 #[derive(Debug, Args)]
@@ -60,8 +62,13 @@ pub struct RunArgs {
     pub no_check: bool,
 }
 
-/// A backend for `loaded` as the config asks.
-pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
+/// Builds a backend on the thread that calls it (a CUDA context is thread-affine).
+pub type BackendFactory =
+    Box<dyn FnOnce() -> memra_engine::Result<Box<dyn Backend>> + Send + 'static>;
+
+/// Checks the configured backend for `model` and returns the number of KV blocks the config's
+/// cache size buys (at least a few) with a constructor for that backend.
+pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, BackendFactory)> {
     match cfg.backend.as_str() {
         "cpu" | "auto" => {}
         "cuda" => {
@@ -69,17 +76,20 @@ pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
         }
         other => anyhow::bail!("unknown backend {other:?}"),
     }
-    let c = &loaded.model.config;
-    let per_block = CpuBackend::kv_bytes_per_token(c) * cfg.kv_block_size;
-    let blocks = (cfg.kv_cache_mib << 20) / per_block;
+    let per_block = CpuBackend::kv_bytes_per_token(&model.config) * cfg.kv_block_size;
     // At least one full context's worth is not required; at least a few blocks are.
-    let blocks = blocks.max(4);
-    let backend: Box<dyn Backend> = Box::new(CpuBackend::new(
-        loaded.model.clone(),
-        blocks,
-        cfg.kv_block_size,
-    ));
-    Ok(Engine::new(backend, cfg.prefill_chunk))
+    let blocks = ((cfg.kv_cache_mib << 20) / per_block).max(4);
+    let (model, block_size) = (model.clone(), cfg.kv_block_size);
+    let make: BackendFactory = Box::new(move || {
+        Ok(Box::new(CpuBackend::new(model, blocks, block_size)) as Box<dyn Backend>)
+    });
+    Ok((blocks, make))
+}
+
+/// A backend for `loaded` as the config asks.
+pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
+    let (_, make) = backend_factory(&loaded.model, cfg)?;
+    Ok(Engine::new(make()?, cfg.prefill_chunk))
 }
 
 /// Runs `memra run`.

@@ -114,11 +114,17 @@ pub fn process(logits: &[f32], p: &SamplingParams, prompt: &[u32], output: &[u32
 /// Chooses from processed logits: argmax at temperature 0, else a seeded draw after
 /// temperature, top-k, top-p and min-p.
 pub fn choose(l: &[f32], p: &SamplingParams, sequence: u32, position: u64) -> u32 {
+    choose_with_uniform(l, p, || rng::uniform(p.seed, sequence, position))
+}
+
+/// [`choose`] with the uniform draw supplied by the caller (called only when sampling). Gates use
+/// it to build a deliberately broken arm with a shared stateful generator.
+pub fn choose_with_uniform(l: &[f32], p: &SamplingParams, draw: impl FnOnce() -> f32) -> u32 {
     if p.temperature == 0.0 {
         return argmax(l);
     }
     let probs = filtered_probs(l, p);
-    let u = rng::uniform(p.seed, sequence, position);
+    let u = draw();
     let mut cum = 0f32;
     for &(id, pr) in &probs {
         cum += pr;

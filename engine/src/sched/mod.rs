@@ -34,6 +34,8 @@ pub struct SchedulerConfig {
     pub queue_capacity: usize,
     /// Context length: prompt plus generated tokens per sequence.
     pub max_context: usize,
+    /// A deliberately broken behaviour, for gate canaries only.
+    pub canary: Option<SchedCanary>,
 }
 
 impl Default for SchedulerConfig {
@@ -43,6 +45,7 @@ impl Default for SchedulerConfig {
             max_running: 64,
             queue_capacity: 256,
             max_context: 8192,
+            canary: None,
         }
     }
 }
@@ -207,6 +210,8 @@ struct Core {
     queued: Arc<AtomicUsize>,
     counters: Stats,
     next_order: u64,
+    /// State of the [`SchedCanary::SharedRng`] canary.
+    shared_draws: u64,
 }
 
 impl Core {
@@ -229,6 +234,7 @@ impl Core {
             queued,
             counters: Stats::default(),
             next_order: 0,
+            shared_draws: 0,
         }
     }
 
@@ -250,14 +256,31 @@ impl Core {
                     return;
                 }
             }
-            if let Err(e) = self.step() {
-                // A backend failure fails every request in flight, not the thread.
-                tracing::error!(error = %e, "engine step failed");
+            let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.step()));
+            let failure = match stepped {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("engine error: {e}")),
+                Err(p) => Some(format!(
+                    "engine panic: {}",
+                    p.downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| p.downcast_ref::<&str>().copied())
+                        .unwrap_or("unknown")
+                )),
+            };
+            if let Some(msg) = failure {
+                // A failed step fails every request in flight, not the thread; the block state
+                // starts over since a panic may have left it half-updated.
+                tracing::error!(error = %msg, "engine step failed");
                 let ids: Vec<RequestId> = self.reqs.keys().copied().collect();
                 for id in ids {
-                    self.emit(id, Event::Error(format!("engine error: {e}")));
+                    self.emit(id, Event::Error(msg.clone()));
                     self.drop_request(id);
                 }
+                self.running.clear();
+                self.waiting.clear();
+                self.bm = BlockManager::new(self.backend.num_blocks(), self.backend.block_size());
+                self.prefix = PrefixCache::default();
             }
             self.publish();
         }
@@ -392,6 +415,11 @@ impl Core {
                 break;
             }
             seq.computed = hits.len() * bs;
+            let mut hits = hits;
+            if self.cfg.canary == Some(SchedCanary::PrefixOffByOne) && hits.len() >= 2 {
+                hits.rotate_left(1);
+            }
+
             seq.table = BlockTable {
                 len: seq.computed,
                 blocks: hits,
@@ -424,7 +452,8 @@ impl Core {
         loop {
             let s = &self.running[i];
             let bs = self.bm.block_size();
-            let cow = !s.computed.is_multiple_of(bs)
+            let cow = self.cfg.canary != Some(SchedCanary::NoCopyOnWrite)
+                && !s.computed.is_multiple_of(bs)
                 && self.bm.refcount(s.table.blocks[s.computed / bs]) > 1;
             let need = self
                 .bm
@@ -629,7 +658,13 @@ impl Core {
         let (prompt, output) = s.tokens.split_at(s.prompt_len);
         let processed = sample::process(logits, p, prompt, output);
         let pos = s.tokens.len() as u64;
-        let token = sample::choose(&processed, p, s.choice, pos);
+        let token = if self.cfg.canary == Some(SchedCanary::SharedRng) {
+            let k = self.shared_draws;
+            self.shared_draws += 1;
+            sample::choose_with_uniform(&processed, p, || sample::rng::uniform(p.seed, 0, k))
+        } else {
+            sample::choose(&processed, p, s.choice, pos)
+        };
         let (req, choice) = (s.req, s.choice);
         let finish = if r.s.stop_ids.contains(&token) {
             Some(FinishReason::Stop)
@@ -645,6 +680,7 @@ impl Core {
                     top,
                 }
             });
+            let logits = r.s.return_logits.then(|| Arc::new(logits.to_vec()));
             self.running[i].tokens.push(token);
             self.emit(
                 req,
@@ -652,6 +688,7 @@ impl Core {
                     choice,
                     token,
                     logprob,
+                    logits,
                 },
             );
         }

@@ -24,6 +24,8 @@ pub struct Submit {
     pub logprobs: Option<u32>,
     /// Prefix-cache namespace: blocks are shared only between requests of the same tenant.
     pub tenant: String,
+    /// Attach the full logits row behind each token to its event (for gates; costs a copy).
+    pub return_logits: bool,
     /// Receives the request's events in order. Returns false once nobody listens (the client
     /// went away): the scheduler then cancels the request and frees its blocks.
     pub events: Box<dyn FnMut(Event) -> bool + Send>,
@@ -54,6 +56,8 @@ pub enum Event {
         choice: u32,
         token: u32,
         logprob: Option<TokenLogprob>,
+        /// The logits row the token was chosen from, when `return_logits` was set.
+        logits: Option<std::sync::Arc<Vec<f32>>>,
     },
     /// Choice `choice` ended.
     Finished { choice: u32, reason: FinishReason },
@@ -93,4 +97,16 @@ pub struct Stats {
     pub prefix_hit_tokens: u64,
     /// Sequences preempted (and later recomputed) since start.
     pub preemptions: u64,
+}
+
+/// Deliberately broken scheduler behaviours. They exist only so the gates can prove they would
+/// catch the bug; nothing else sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedCanary {
+    /// Draws from one stateful generator shared by every sequence, advanced per draw.
+    SharedRng,
+    /// Forked choices write into the shared partial block without copying it first.
+    NoCopyOnWrite,
+    /// A prefix-cache hit's block table is off by one block (the hit blocks rotated by one).
+    PrefixOffByOne,
 }

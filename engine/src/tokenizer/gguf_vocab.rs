@@ -78,6 +78,17 @@ fn tk_err(g: &GgufFile, e: impl std::fmt::Display) -> Error {
 
 /// Builds the tokenizer described by `g`'s metadata.
 pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<tokenizers::Tokenizer> {
+    tokenizer_from_gguf_with_pre(g, None)
+}
+
+/// [`tokenizer_from_gguf`], optionally ignoring `tokenizer.ggml.pre` in favour of `pre` (gates use
+/// `Some("default")` as a canary: the classic bug of splitting every BPE vocabulary with GPT-2's
+/// regex; for SentencePiece vocabularies any override flips `add_space_prefix`, the classic
+/// dummy-prefix bug).
+pub fn tokenizer_from_gguf_with_pre(
+    g: &GgufFile,
+    pre: Option<&str>,
+) -> Result<tokenizers::Tokenizer> {
     let model = g
         .get("tokenizer.ggml.model")
         .and_then(MetaValue::as_str)
@@ -91,8 +102,8 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<tokenizers::Tokenizer> {
         .map(|(i, t)| (t.clone(), i as u32))
         .collect();
     let mut tk = match model {
-        "gpt2" => gpt2(g, vocab)?,
-        "llama" => sentencepiece(g, &tokens, vocab)?,
+        "gpt2" => gpt2(g, vocab, pre)?,
+        "llama" => sentencepiece(g, &tokens, vocab, pre.is_some())?,
         other => {
             return Err(Error::format(
                 &g.path,
@@ -110,7 +121,7 @@ pub fn tokenizer_from_gguf(g: &GgufFile) -> Result<tokenizers::Tokenizer> {
     Ok(tk)
 }
 
-fn gpt2(g: &GgufFile, vocab: Vocab) -> Result<tokenizers::Tokenizer> {
+fn gpt2(g: &GgufFile, vocab: Vocab, pre_override: Option<&str>) -> Result<tokenizers::Tokenizer> {
     let merges = strings(g, "tokenizer.ggml.merges")?
         .into_iter()
         .map(|m| {
@@ -124,10 +135,11 @@ fn gpt2(g: &GgufFile, vocab: Vocab) -> Result<tokenizers::Tokenizer> {
         .build()
         .map_err(|e| tk_err(g, e))?;
     let mut tk = tokenizers::Tokenizer::new(bpe);
-    let pre = g
-        .get("tokenizer.ggml.pre")
-        .and_then(MetaValue::as_str)
-        .unwrap_or("default");
+    let pre = pre_override.unwrap_or_else(|| {
+        g.get("tokenizer.ggml.pre")
+            .and_then(MetaValue::as_str)
+            .unwrap_or("default")
+    });
     let split = |re: &str| -> Result<PreTokenizerWrapper> {
         let s = Split::new(
             SplitPattern::Regex(re.to_string()),
@@ -166,7 +178,12 @@ fn gpt2(g: &GgufFile, vocab: Vocab) -> Result<tokenizers::Tokenizer> {
     Ok(tk)
 }
 
-fn sentencepiece(g: &GgufFile, tokens: &[String], vocab: Vocab) -> Result<tokenizers::Tokenizer> {
+fn sentencepiece(
+    g: &GgufFile,
+    tokens: &[String],
+    vocab: Vocab,
+    flip_prefix: bool,
+) -> Result<tokenizers::Tokenizer> {
     let scores = numbers(g, "tokenizer.ggml.scores", tokens.len())?.ok_or_else(|| {
         Error::format(&g.path, "missing tokenizer metadata tokenizer.ggml.scores")
     })?;
@@ -208,7 +225,8 @@ fn sentencepiece(g: &GgufFile, tokens: &[String], vocab: Vocab) -> Result<tokeni
     let prefix = g
         .get("tokenizer.ggml.add_space_prefix")
         .and_then(MetaValue::as_bool)
-        .unwrap_or(true);
+        .unwrap_or(true)
+        ^ flip_prefix;
     let replace = Replace::new(" ", "▁").map_err(|e| tk_err(g, e))?;
     let normalizer: NormalizerWrapper = if prefix {
         tokenizers::normalizers::Sequence::new(vec![

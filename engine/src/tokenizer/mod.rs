@@ -32,7 +32,12 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// From GGUF metadata. Errors name the file and the missing or malformed key.
     pub fn from_gguf(g: &GgufFile) -> Result<Tokenizer> {
-        let inner = gguf_vocab::tokenizer_from_gguf(g)?;
+        Self::from_gguf_with_pre(g, None)
+    }
+
+    /// [`Tokenizer::from_gguf`] with the pre-tokenizer forced to `pre` (a gate canary).
+    pub fn from_gguf_with_pre(g: &GgufFile, pre: Option<&str>) -> Result<Tokenizer> {
+        let inner = gguf_vocab::tokenizer_from_gguf_with_pre(g, pre)?;
         let id = |k: &str| g.get(k).and_then(MetaValue::as_u64).map(|v| v as u32);
         let bos = id("tokenizer.ggml.bos_token_id");
         let add_bos = g

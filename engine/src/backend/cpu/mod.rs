@@ -22,6 +22,8 @@ pub struct CpuBackend {
     v: Vec<Vec<f32>>,
     rope_global: ops::Rope,
     rope_local: Option<ops::Rope>,
+    /// Canary: split-K chosen by shape (see [`CpuBackend::with_shape_dependent_split`]).
+    split_k_canary: bool,
 }
 
 /// One row of the step: which sequence chunk, its position and KV location.
@@ -47,6 +49,23 @@ impl CpuBackend {
             num_blocks,
             rope_global,
             rope_local,
+            split_k_canary: false,
+        }
+    }
+
+    /// A deliberately broken backend for gate canaries: when a pass holds more than one row, every
+    /// matmul splits its reduction in two halves (split-K chosen by shape), so logits depend on
+    /// batch size and chunking.
+    pub fn with_shape_dependent_split(mut self) -> Self {
+        self.split_k_canary = true;
+        self
+    }
+
+    fn mm(&self, w: &dyn QuantMatrix, x: &[f32], t: usize) -> Vec<f32> {
+        if self.split_k_canary && t > 1 {
+            split_k_matmul(w, x, t)
+        } else {
+            matmul(w, x, t)
         }
     }
 
@@ -84,6 +103,35 @@ pub fn matmul(w: &dyn QuantMatrix, x: &[f32], t_count: usize) -> Vec<f32> {
         let len = part.len() / t_count;
         for t in 0..t_count {
             y[t * n + r0..t * n + r0 + len].copy_from_slice(&part[t * len..(t + 1) * len]);
+        }
+    }
+    y
+}
+
+/// The canary's matmul: each dot product reduced as two halves added at the end.
+fn split_k_matmul(w: &dyn QuantMatrix, x: &[f32], t: usize) -> Vec<f32> {
+    let (n, k) = (w.rows(), w.cols());
+    let half = k / 2 / 8 * 8;
+    let cols: Vec<Vec<f32>> = (0..n)
+        .into_par_iter()
+        .map_init(
+            || vec![0f32; k],
+            |row, r| {
+                w.row_into(r, row);
+                (0..t)
+                    .map(|ti| {
+                        let xr = &x[ti * k..(ti + 1) * k];
+                        crate::quant::dot_f32(&row[..half], &xr[..half])
+                            + crate::quant::dot_f32(&row[half..], &xr[half..])
+                    })
+                    .collect()
+            },
+        )
+        .collect();
+    let mut y = vec![0f32; t * n];
+    for (r, col) in cols.iter().enumerate() {
+        for (ti, v) in col.iter().enumerate() {
+            y[ti * n + r] = *v;
         }
     }
     y
@@ -161,9 +209,9 @@ impl Backend for CpuBackend {
         for (li, layer) in model.layers.iter().enumerate() {
             // Attention block.
             let xn = ops::rms_norm_rows(&x, &layer.attn_norm, c.rms_eps);
-            let mut q = matmul(&*layer.wq, &xn, t);
-            let mut k = matmul(&*layer.wk, &xn, t);
-            let mut v = matmul(&*layer.wv, &xn, t);
+            let mut q = self.mm(&*layer.wq, &xn, t);
+            let mut k = self.mm(&*layer.wk, &xn, t);
+            let mut v = self.mm(&*layer.wv, &xn, t);
             if let Some(b) = &layer.bq {
                 ops::add_bias(&mut q, b);
             }
@@ -212,17 +260,17 @@ impl Backend for CpuBackend {
                 let qh = &q[(ri * nh + head) * hd..(ri * nh + head + 1) * hd];
                 ops::attend(qh, lo..r.pos + 1, key_at, c.attn_scale, out);
             });
-            let mut o = matmul(&*layer.wo, &attn, t);
+            let mut o = self.mm(&*layer.wo, &attn, t);
             if let Some(w) = &layer.post_attn_norm {
                 o = ops::rms_norm_rows(&o, w, c.rms_eps);
             }
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             // Feed-forward block.
             let xn = ops::rms_norm_rows(&x, &layer.ffn_norm, c.rms_eps);
-            let gate = matmul(&*layer.w_gate, &xn, t);
-            let up = matmul(&*layer.w_up, &xn, t);
+            let gate = self.mm(&*layer.w_gate, &xn, t);
+            let up = self.mm(&*layer.w_up, &xn, t);
             let act = ops::gated_activation(&gate, &up, c.activation);
-            let mut d = matmul(&*layer.w_down, &act, t);
+            let mut d = self.mm(&*layer.w_down, &act, t);
             if let Some(w) = &layer.post_ffn_norm {
                 d = ops::rms_norm_rows(&d, w, c.rms_eps);
             }
@@ -248,7 +296,7 @@ impl Backend for CpuBackend {
             sel.extend_from_slice(&x[r * h..(r + 1) * h]);
         }
         let xn = ops::rms_norm_rows(&sel, &model.out_norm, c.rms_eps);
-        let mut logits = matmul(&*model.lm_head, &xn, wanted.len());
+        let mut logits = self.mm(&*model.lm_head, &xn, wanted.len());
         if let Some(cap) = c.final_logit_softcap {
             logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
         }

@@ -1,0 +1,257 @@
+//! The two arms of each Level A gate, and the comparison of their traces.
+
+use anyhow::{anyhow, bail, Result};
+use memra_engine::backend::cpu::CpuBackend;
+use memra_engine::backend::Backend;
+use memra_engine::engine::{Engine, GenerateRequest};
+use memra_engine::models::Model;
+use memra_engine::sample::SamplingParams;
+use memra_engine::sched::{Event, SchedCanary, SchedulerConfig, SchedulerHandle, Submit};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// KV blocks of 16 positions each arm allocates.
+const BLOCKS: usize = 512;
+const BLOCK_SIZE: usize = 16;
+
+/// What one request produced: the chosen tokens and the logits row behind each.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    pub tokens: Vec<u32>,
+    pub logits: Vec<Arc<Vec<f32>>>,
+}
+
+/// The first place two traces disagree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diff {
+    pub request: usize,
+    pub position: usize,
+    /// Tokens chosen by the reference arm and by the fast arm.
+    pub token_ref: u32,
+    pub token_fast: u32,
+    /// Top-2 logit margin of the reference arm at that position.
+    pub margin: f32,
+    /// Max |Δlogit| over the row.
+    pub max_abs_diff: f32,
+}
+
+/// Compares traces position by position: logits bit for bit when `bits`, else token ids.
+/// Returns the number of positions compared and the first difference.
+pub fn compare(reference: &[Trace], fast: &[Trace], bits: bool) -> (usize, Option<Diff>) {
+    let mut compared = 0;
+    for (r, (a, b)) in reference.iter().zip(fast).enumerate() {
+        let n = a.tokens.len().max(b.tokens.len());
+        for p in 0..n {
+            let (ta, tb) = (a.tokens.get(p), b.tokens.get(p));
+            let same_logits = match (a.logits.get(p), b.logits.get(p)) {
+                (Some(x), Some(y)) => {
+                    !bits
+                        || x.iter()
+                            .zip(y.iter())
+                            .all(|(u, v)| u.to_bits() == v.to_bits())
+                }
+                _ => !bits,
+            };
+            if ta != tb || !same_logits {
+                let (margin, diff) = match (a.logits.get(p), b.logits.get(p)) {
+                    (Some(x), Some(y)) => (
+                        top2_margin(x),
+                        x.iter()
+                            .zip(y.iter())
+                            .map(|(u, v)| (u - v).abs())
+                            .fold(0f32, f32::max),
+                    ),
+                    (Some(x), None) => (top2_margin(x), f32::NAN),
+                    _ => (f32::NAN, f32::NAN),
+                };
+                return (
+                    compared,
+                    Some(Diff {
+                        request: r,
+                        position: p,
+                        token_ref: ta.copied().unwrap_or(u32::MAX),
+                        token_fast: tb.copied().unwrap_or(u32::MAX),
+                        margin,
+                        max_abs_diff: diff,
+                    }),
+                );
+            }
+            compared += 1;
+        }
+    }
+    (compared, None)
+}
+
+fn top2_margin(l: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &v in l {
+        if v > a {
+            b = a;
+            a = v;
+        } else if v > b {
+            b = v;
+        }
+    }
+    a - b
+}
+
+/// A CPU backend, optionally the shape-dependent-split canary.
+pub fn cpu_backend(model: &Arc<Model>, split_canary: bool) -> Box<dyn Backend> {
+    let b = CpuBackend::new(model.clone(), BLOCKS, BLOCK_SIZE);
+    Box::new(if split_canary {
+        b.with_shape_dependent_split()
+    } else {
+        b
+    })
+}
+
+/// Reference arm: each request alone through the plain engine loop, prompt prefilled in chunks of
+/// `chunk` (0 = whole prompt), one token per decode step.
+pub fn solo(
+    model: &Arc<Model>,
+    prompt: &[u32],
+    params: &SamplingParams,
+    max_tokens: usize,
+    sequence: u32,
+    chunk: usize,
+    split_canary: bool,
+) -> Result<Trace> {
+    let chunk = if chunk == 0 { prompt.len() } else { chunk };
+    let mut e = Engine::new(cpu_backend(model, split_canary), chunk);
+    let req = GenerateRequest {
+        prompt: prompt.to_vec(),
+        params: params.clone(),
+        max_tokens,
+        stop_ids: vec![],
+        sequence,
+    };
+    let mut out = e.run_batch(&[req], true)?;
+    let o = out.remove(0);
+    Ok(Trace {
+        tokens: o.tokens,
+        logits: o.step_logits.into_iter().map(Arc::new).collect(),
+    })
+}
+
+/// One request for [`scheduled`].
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub params: SamplingParams,
+    pub n: u32,
+    pub tenant: String,
+}
+
+/// Fast arm: the jobs through the continuous-batching scheduler. With `staggered`, job i is
+/// submitted once job i-1 has produced its first token, so requests join at different depths;
+/// otherwise each job is submitted after the previous one finished (`sequential`) or all at once.
+/// Returns one trace per choice (job-major) and each job's cached prompt tokens.
+pub fn scheduled(
+    model: &Arc<Model>,
+    jobs: &[Job],
+    max_tokens: usize,
+    cfg: SchedulerConfig,
+    split_canary: bool,
+    mode: Submission,
+) -> Result<(Vec<Trace>, Vec<usize>)> {
+    let m = model.clone();
+    let h = SchedulerHandle::spawn(Box::new(move || Ok(cpu_backend(&m, split_canary))), cfg)?;
+    let mut rxs: Vec<Receiver<Event>> = Vec::new();
+    let mut results = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let (tx, rx) = channel();
+        h.submit(Submit {
+            id: i as u64,
+            prompt: j.prompt.clone(),
+            params: j.params.clone(),
+            max_tokens,
+            stop_ids: vec![],
+            n: j.n,
+            logprobs: None,
+            tenant: j.tenant.clone(),
+            return_logits: true,
+            events: Box::new(move |e| tx.send(e).is_ok()),
+        })
+        .map_err(|e| anyhow!("submit: {e}"))?;
+        match mode {
+            Submission::AllAtOnce => rxs.push(rx),
+            Submission::Sequential => results.push(collect(&rx, j.n as usize, None)?),
+            Submission::Staggered => {
+                // Wait for this job's first token; the batch keeps running meanwhile.
+                let mut pre = Vec::new();
+                loop {
+                    let e = rx.recv_timeout(Duration::from_secs(300))?;
+                    let first = matches!(e, Event::Token { .. } | Event::Done);
+                    pre.push(e);
+                    if first {
+                        break;
+                    }
+                }
+                rxs.push(replay(pre, rx));
+            }
+        }
+    }
+    for (rx, j) in rxs.iter().zip(jobs) {
+        results.push(collect(rx, j.n as usize, None)?);
+    }
+    h.shutdown();
+    let cached = results.iter().map(|r| r.1).collect();
+    Ok((results.into_iter().flat_map(|r| r.0).collect(), cached))
+}
+
+/// How [`scheduled`] submits its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submission {
+    AllAtOnce,
+    Staggered,
+    Sequential,
+}
+
+/// A receiver that yields `pre` first, then whatever `rx` yields.
+fn replay(pre: Vec<Event>, rx: Receiver<Event>) -> Receiver<Event> {
+    let (tx, out) = channel();
+    for e in pre {
+        let _ = tx.send(e);
+    }
+    std::thread::spawn(move || {
+        while let Ok(e) = rx.recv() {
+            if tx.send(e).is_err() {
+                break;
+            }
+        }
+    });
+    out
+}
+
+fn collect(rx: &Receiver<Event>, n: usize, _: Option<()>) -> Result<(Vec<Trace>, usize)> {
+    let mut traces = vec![Trace::default(); n];
+    let mut cached = 0;
+    loop {
+        match rx.recv_timeout(Duration::from_secs(300))? {
+            Event::Started { cached_tokens, .. } => cached = cached_tokens,
+            Event::Token {
+                choice,
+                token,
+                logits,
+                ..
+            } => {
+                let t = &mut traces[choice as usize];
+                t.tokens.push(token);
+                t.logits
+                    .push(logits.ok_or_else(|| anyhow!("no logits in event"))?);
+            }
+            Event::Finished { .. } => {}
+            Event::Done => return Ok((traces, cached)),
+            Event::Error(e) => bail!("request failed: {e}"),
+        }
+    }
+}
+
+/// Scheduler config for a gate arm, with its canary if any.
+pub fn sched_config(max_batch_tokens: usize, canary: Option<SchedCanary>) -> SchedulerConfig {
+    SchedulerConfig {
+        max_batch_tokens,
+        canary,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,503 @@
+//! `memra gate`: runs the exactness gates in `gates/*.toml` (DESIGN.md §3). Each gate compares a
+//! fast path with its reference; with `--canary` each gate's deliberately broken arm runs instead
+//! and must turn the gate red. One line per gate, a summary table, optional JSONL rows, and a
+//! non-zero exit on any red gate (or any green canary).
+
+mod arms;
+mod level_b;
+mod spec;
+
+use crate::config::Config;
+use anyhow::{bail, Context, Result};
+use arms::{compare, sched_config, scheduled, solo, Diff, Job, Submission, Trace};
+use clap::Args;
+use memra_engine::loader::{self, LoadedModel};
+use memra_engine::sample::SamplingParams;
+use memra_engine::sched::SchedCanary;
+use spec::{Canary, GateSpec, Kind, Level};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `memra gate`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Lane: cpu (the reference backend) or cuda.
+    #[arg(long, default_value = "cpu")]
+    pub lane: String,
+    /// Run only gates whose name contains this.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Run each gate's canary (a deliberately broken arm) instead; fails if any canary stays green.
+    #[arg(long)]
+    pub canary: bool,
+    /// Append one JSON line per gate to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Directory of gate definitions.
+    #[arg(long, default_value = "gates")]
+    pub gates_dir: PathBuf,
+}
+
+/// The result of one gate (or canary) run.
+pub struct Outcome {
+    pub green: bool,
+    /// Positions (or corpus lines) compared.
+    pub compared: usize,
+    pub diff: Option<Diff>,
+    /// One-line explanation.
+    pub detail: String,
+}
+
+impl Outcome {
+    fn from_compare(what: &str, (compared, diff): (usize, Option<Diff>)) -> Outcome {
+        match &diff {
+            None => Outcome {
+                green: true,
+                compared,
+                diff: None,
+                detail: format!("{compared} positions, {what}"),
+            },
+            Some(d) => Outcome {
+                green: false,
+                compared,
+                detail: format!(
+                    "first difference at request {} position {}: token {} (reference) vs {} (fast path), reference top-2 margin {:.3e}, max |Δlogit| {:.3e}",
+                    d.request, d.position, d.token_ref, d.token_fast, d.margin, d.max_abs_diff
+                ),
+                diff,
+            },
+        }
+    }
+}
+
+/// Runs `memra gate`.
+pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
+    if args.lane != "cpu" {
+        bail!(
+            "lane {:?} is not available: this build has only the CPU backend (use --lane cpu)",
+            args.lane
+        );
+    }
+    let repo = repo_root(&args.gates_dir)?;
+    let gates: Vec<GateSpec> = spec::load_dir(&args.gates_dir)?
+        .into_iter()
+        .filter(|g| g.lanes.contains(&args.lane))
+        .filter(|g| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| g.name.contains(o.as_str()))
+        })
+        .collect();
+    if gates.is_empty() {
+        bail!("no gates match");
+    }
+    let mut json = match &args.json {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("{}", p.display()))?,
+        ),
+        None => None,
+    };
+    let arm = if args.canary { "canary" } else { "gate" };
+    let commit = git_commit(&repo);
+    let mut rows = Vec::new();
+    let mut cache: Vec<(String, std::sync::Arc<LoadedModel>)> = Vec::new();
+    for g in &gates {
+        let t0 = Instant::now();
+        let result = run_one(g, cfg, &repo, args.canary, &mut cache);
+        let secs = t0.elapsed().as_secs_f64();
+        let o = result.unwrap_or_else(|e| Outcome {
+            green: false,
+            compared: 0,
+            diff: None,
+            detail: format!("error: {e:#}"),
+        });
+        // A canary must be red; a gate must be green.
+        let pass = o.green != args.canary;
+        let status = if o.green { "GREEN" } else { "RED" };
+        println!(
+            "{} {status:<5} {:<40} {}  ({secs:.1} s)",
+            if pass { "ok  " } else { "FAIL" },
+            g.name,
+            o.detail
+        );
+        if let Some(f) = json.as_mut() {
+            let row = serde_json::json!({
+                "time": unix_now(), "commit": commit, "lane": args.lane,
+                "host_threads": rayon_threads(), "arm": arm, "gate": g.name,
+                "kind": format!("{:?}", g.kind), "model": g.model, "level": format!("{:?}", g.level),
+                "canary": format!("{:?}", g.canary), "status": status, "pass": pass,
+                "compared": o.compared, "seconds": secs, "detail": o.detail,
+                "first_diff": o.diff.as_ref().map(|d| serde_json::json!({
+                    "request": d.request, "position": d.position, "token_ref": d.token_ref,
+                    "token_fast": d.token_fast, "margin": finite(d.margin),
+                    "max_abs_diff": finite(d.max_abs_diff)})),
+            });
+            writeln!(f, "{row}")?;
+        }
+        rows.push((g.name.clone(), status, pass, secs));
+    }
+    println!(
+        "\n{:<40} {:<6} {:<6} {:>8}",
+        format!("{arm}"),
+        "status",
+        "result",
+        "seconds"
+    );
+    for (name, status, pass, secs) in &rows {
+        println!(
+            "{name:<40} {status:<6} {:<6} {secs:>8.1}",
+            if *pass { "pass" } else { "FAIL" }
+        );
+    }
+    let failed = rows.iter().filter(|r| !r.2).count();
+    let plural = if args.canary { "canaries" } else { "gates" };
+    println!("\n{} {plural} run, {failed} failed", rows.len());
+    if failed > 0 {
+        if args.canary {
+            bail!("{failed} canaries stayed green: those gates cannot catch their bug");
+        }
+        bail!("{failed} gates are red");
+    }
+    Ok(())
+}
+
+/// The checked-out commit, when the repository is a git checkout.
+fn git_commit(repo: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn finite(v: f32) -> Option<f32> {
+    v.is_finite().then_some(v)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The repository root: the parent of the gates directory.
+fn repo_root(gates_dir: &Path) -> Result<PathBuf> {
+    let abs = std::fs::canonicalize(gates_dir)
+        .with_context(|| format!("gates directory {}", gates_dir.display()))?;
+    Ok(abs.parent().map(Path::to_path_buf).unwrap_or(abs))
+}
+
+/// Resolves a gate's model, generating `qwen3-random` on first use.
+fn model_path(spec: &str, cfg: &Config, repo: &Path) -> Result<PathBuf> {
+    if spec == "qwen3-random" {
+        let dir = cfg.cache_dir.join("generated").join("qwen3-random-seed0");
+        if !dir.join("model.safetensors.index.json").exists() {
+            std::fs::create_dir_all(&dir)?;
+            let st = std::process::Command::new(&cfg.python)
+                .arg(repo.join("gates/oracle/make_qwen3_random.py"))
+                .arg("--out")
+                .arg(&dir)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .context("running gates/oracle/make_qwen3_random.py (needs python3 with numpy)")?;
+            if !st.success() {
+                bail!("gates/oracle/make_qwen3_random.py failed ({st})");
+            }
+        }
+        return Ok(dir);
+    }
+    crate::pull::resolve(spec, cfg)
+}
+
+fn load_cached(
+    g: &GateSpec,
+    cfg: &Config,
+    repo: &Path,
+    cache: &mut Vec<(String, std::sync::Arc<LoadedModel>)>,
+) -> Result<std::sync::Arc<LoadedModel>> {
+    if let Some((_, m)) = cache.iter().find(|(n, _)| *n == g.model) {
+        return Ok(m.clone());
+    }
+    let m = std::sync::Arc::new(loader::load(&model_path(&g.model, cfg, repo)?)?);
+    cache.clear(); // keep one model in memory at a time
+    cache.push((g.model.clone(), m.clone()));
+    Ok(m)
+}
+
+fn prompts(g: &GateSpec, repo: &Path, m: &LoadedModel) -> Result<Vec<Vec<u32>>> {
+    let rel = g
+        .prompts
+        .as_deref()
+        .unwrap_or("gates/prompts/gate_prompts.jsonl");
+    let p = repo.join(rel);
+    let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(g.n_prompts)
+    {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: invalid JSON line", p.display()))?;
+        let t = v["text"]
+            .as_str()
+            .with_context(|| format!("{}: line without text", p.display()))?;
+        out.push(m.tokenizer.encode(t, true)?);
+    }
+    if out.len() < g.n_prompts {
+        bail!(
+            "{} has {} prompts; the gate wants {}",
+            p.display(),
+            out.len(),
+            g.n_prompts
+        );
+    }
+    Ok(out)
+}
+
+fn params(g: &GateSpec, i: usize) -> SamplingParams {
+    match &g.sampling {
+        None => SamplingParams::greedy(),
+        Some(s) => SamplingParams {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k,
+            min_p: s.min_p,
+            repetition_penalty: s.repetition_penalty,
+            presence_penalty: s.presence_penalty,
+            frequency_penalty: s.frequency_penalty,
+            logit_bias: vec![],
+            seed: s.seed + i as u64,
+        },
+    }
+}
+
+fn run_one(
+    g: &GateSpec,
+    cfg: &Config,
+    repo: &Path,
+    canary: bool,
+    cache: &mut Vec<(String, std::sync::Arc<LoadedModel>)>,
+) -> Result<Outcome> {
+    let expected = expected_canary(g.kind);
+    if !expected.contains(&g.canary) {
+        bail!(
+            "canary {:?} does not fit a {:?} gate (use one of {expected:?})",
+            g.canary,
+            g.kind
+        );
+    }
+    if matches!(g.kind, Kind::HfParity | Kind::TokenizerParity) {
+        return level_b::run(g, cfg, repo, canary, |p| model_path(p, cfg, repo));
+    }
+    if g.level != Level::LogitBits {
+        bail!("Level A gates compare logit_bits");
+    }
+    let m = load_cached(g, cfg, repo, cache)?;
+    let model = &m.model;
+    let ps = prompts(g, repo, &m)?;
+    let split = canary && g.canary == Canary::ShapeDependentSplit;
+    let sched_canary = if !canary {
+        None
+    } else {
+        match g.canary {
+            Canary::SharedRng => Some(SchedCanary::SharedRng),
+            Canary::NoCopyOnWrite => Some(SchedCanary::NoCopyOnWrite),
+            Canary::PrefixOffByOne => Some(SchedCanary::PrefixOffByOne),
+            _ => None,
+        }
+    };
+    let solo_all = |chunk: usize, seq_for: &dyn Fn(usize) -> u32| -> Result<Vec<Trace>> {
+        ps.iter()
+            .enumerate()
+            .map(|(i, p)| {
+                solo(
+                    model,
+                    p,
+                    &params(g, i),
+                    g.max_tokens,
+                    seq_for(i),
+                    chunk,
+                    false,
+                )
+            })
+            .collect()
+    };
+    let jobs = |n: u32| -> Vec<Job> {
+        ps.iter()
+            .enumerate()
+            .map(|(i, p)| Job {
+                prompt: p.clone(),
+                params: params(g, i),
+                n,
+                tenant: "gate".into(),
+            })
+            .collect()
+    };
+    Ok(match g.kind {
+        Kind::BatchedVsSolo => {
+            let reference = solo_all(0, &|_| 0)?;
+            let (fast, _) = scheduled(
+                model,
+                &jobs(1),
+                g.max_tokens,
+                sched_config(32, sched_canary),
+                split,
+                Submission::Staggered,
+            )?;
+            Outcome::from_compare(
+                "logits bit-identical to each request alone",
+                compare(&reference, &fast, true),
+            )
+        }
+        Kind::ChunkedPrefill => {
+            let reference = solo_all(1, &|_| 0)?;
+            let mut total = 0;
+            for &c in &g.chunk_sizes {
+                let fast: Vec<Trace> = ps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| solo(model, p, &params(g, i), g.max_tokens, 0, c, split))
+                    .collect::<Result<_>>()?;
+                let (n, d) = compare(&reference, &fast, true);
+                total += n;
+                if d.is_some() {
+                    let mut o = Outcome::from_compare("", (total, d));
+                    o.detail = format!("chunk size {c}: {}", o.detail);
+                    return Ok(o);
+                }
+            }
+            Outcome::from_compare(
+                &format!(
+                    "logits bit-identical to token-by-token decode at chunk sizes {:?}",
+                    g.chunk_sizes
+                ),
+                (total, None),
+            )
+        }
+        Kind::PrefixCache => {
+            // Per prompt: a warm-up run, a full hit (same prompt) and a partial hit (same first
+            // blocks, different tail), against cold runs of the same prompts.
+            let mut jobs_v = Vec::new();
+            let mut cold_prompts = Vec::new();
+            for (i, p) in ps.iter().enumerate() {
+                // At least three full blocks shared by the base and its partial-hit variant.
+                let mut base = p.clone();
+                let mut k = 1;
+                while base.len() < 64 {
+                    base.extend_from_slice(&ps[(i + k) % ps.len()]);
+                    k += 1;
+                }
+                let mut partial = base[..(base.len() * 2 / 3).max(49)].to_vec();
+                partial.extend_from_slice(&ps[(i + 2) % ps.len()]);
+                for pr in [&base, &base, &partial] {
+                    jobs_v.push(Job {
+                        prompt: pr.clone(),
+                        params: params(g, i),
+                        n: 1,
+                        tenant: format!("gate{i}"),
+                    });
+                }
+                cold_prompts.push((base, i));
+                cold_prompts.push((partial, i));
+            }
+            let (warm, cached) = scheduled(
+                model,
+                &jobs_v,
+                g.max_tokens,
+                sched_config(512, sched_canary),
+                false,
+                Submission::Sequential,
+            )?;
+            let hits: Vec<usize> = cached.chunks(3).flat_map(|c| [c[1], c[2]]).collect();
+            if hits.contains(&0) {
+                return Ok(Outcome {
+                    green: false,
+                    compared: 0,
+                    diff: None,
+                    detail: format!("a warm run got no prefix-cache hit (cached tokens {hits:?})"),
+                });
+            }
+            let fast: Vec<Trace> = warm
+                .chunks(3)
+                .flat_map(|c| [c[1].clone(), c[2].clone()])
+                .collect();
+            let reference: Vec<Trace> = cold_prompts
+                .iter()
+                .map(|(p, i)| solo(model, p, &params(g, *i), g.max_tokens, 0, 0, false))
+                .collect::<Result<_>>()?;
+            Outcome::from_compare(
+                &format!(
+                    "full and partial hits ({} cached tokens in all) bit-identical to cold runs",
+                    hits.iter().sum::<usize>()
+                ),
+                compare(&reference, &fast, true),
+            )
+        }
+        Kind::NChoices => {
+            let n = g.n.max(2);
+            let (fast, _) = scheduled(
+                model,
+                &jobs(n),
+                g.max_tokens,
+                sched_config(64, sched_canary),
+                false,
+                Submission::AllAtOnce,
+            )?;
+            let mut reference = Vec::new();
+            for (i, p) in ps.iter().enumerate() {
+                for c in 0..n {
+                    reference.push(solo(model, p, &params(g, i), g.max_tokens, c, 0, false)?);
+                }
+            }
+            Outcome::from_compare(
+                &format!("{n} forked choices bit-identical to separate sequences"),
+                compare(&reference, &fast, true),
+            )
+        }
+        Kind::SeededBatch => {
+            let reference = solo_all(0, &|_| 0)?;
+            let (fast, _) = scheduled(
+                model,
+                &jobs(1),
+                g.max_tokens,
+                sched_config(48, sched_canary),
+                false,
+                Submission::AllAtOnce,
+            )?;
+            Outcome::from_compare(
+                "seeded draws identical inside a batch and alone",
+                compare(&reference, &fast, true),
+            )
+        }
+        Kind::HfParity | Kind::TokenizerParity => unreachable!("handled above"),
+    })
+}
+
+/// The canaries that fit each kind of gate.
+fn expected_canary(k: Kind) -> &'static [Canary] {
+    match k {
+        Kind::BatchedVsSolo | Kind::ChunkedPrefill => &[Canary::ShapeDependentSplit],
+        Kind::PrefixCache => &[Canary::PrefixOffByOne],
+        Kind::NChoices => &[Canary::NoCopyOnWrite, Canary::SharedRng],
+        Kind::SeededBatch => &[Canary::SharedRng],
+        Kind::HfParity => &[Canary::PerturbedRopeBase],
+        Kind::TokenizerParity => &[Canary::WrongPreTokenizer],
+    }
+}

@@ -1,0 +1,363 @@
+//! HTTP routes: request parsing and validation, then a [`Generation`] answered as JSON or SSE.
+
+use super::errors::{from_engine, ApiError};
+use super::generate::{Generation, PromptJob};
+use super::respond::{self, Kind, Meta};
+use super::schemas::{self, ChatRequest, CompletionRequest, DetokenizeRequest, Prompt};
+use super::{AppState, ModelEntry};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type St = State<Arc<AppState>>;
+type Body = Result<Bytes, BytesRejection>;
+
+/// Every route, with auth on the API routes, the body limit, panic catching and the request
+/// counter.
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(api)
+        .fallback(|req: Request| async move {
+            ApiError::RouteNotFound(format!("{} {}", req.method(), req.uri().path()))
+        })
+        .layer(middleware::from_fn_with_state(state.clone(), length_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(DefaultBodyLimit::max(state.cfg.max_body_bytes))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::Internal("the request handler panicked".into()).into_response()
+            },
+        ))
+        .with_state(state)
+}
+
+/// Counts every response by route and status.
+async fn count(State(st): St, path: Option<MatchedPath>, req: Request, next: Next) -> Response {
+    let route = path.map_or_else(|| "other".to_string(), |p| p.as_str().to_string());
+    let r = next.run(req).await;
+    st.metrics
+        .requests
+        .with_label_values(&[route.as_str(), r.status().as_str()])
+        .inc();
+    r
+}
+
+/// Refuses a body whose announced length is over the limit before reading it (a body without a
+/// length is cut off at the limit by `DefaultBodyLimit` as it is read).
+async fn length_limit(State(st): St, req: Request, next: Next) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > st.cfg.max_body_bytes as u64) {
+        return ApiError::TooLarge(st.cfg.max_body_bytes).into_response();
+    }
+    next.run(req).await
+}
+
+/// Requires `Authorization: Bearer <key>` when a key is configured (compared by sha256).
+async fn auth(State(st): St, req: Request, next: Next) -> Response {
+    if let Some(want) = &st.key_sha256 {
+        use sha2::Digest;
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|k| sha2::Sha256::digest(k.trim().as_bytes()).as_slice() == want);
+        if !ok {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn readyz(State(st): St) -> Response {
+    if st.ready() {
+        Json(json!({"status": "ready"})).into_response()
+    } else {
+        let why = if st.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            "draining"
+        } else {
+            "loading"
+        };
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": why})),
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(st): St) -> Response {
+    let models = st.models.get().map(Vec::as_slice).unwrap_or(&[]);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.metrics.render(models),
+    )
+        .into_response()
+}
+
+fn model_card(m: &ModelEntry) -> Value {
+    json!({
+        "id": m.id,
+        "object": "model",
+        "created": m.created,
+        "owned_by": "memra",
+        "max_model_len": m.max_model_len,
+        "supported_parameters": schemas::SUPPORTED_PARAMETERS,
+    })
+}
+
+async fn models(State(st): St) -> Result<Json<Value>, ApiError> {
+    let data: Vec<Value> = st.loaded()?.iter().map(|m| model_card(m)).collect();
+    Ok(Json(json!({"object": "list", "data": data})))
+}
+
+async fn model(State(st): St, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let m = st.model(Some(&id))?;
+    Ok(Json(model_card(&m)))
+}
+
+/// The request body, or 413 / 400.
+fn body(b: Body, limit: usize) -> Result<Bytes, ApiError> {
+    b.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(limit)
+        } else {
+            ApiError::Invalid {
+                message: format!("cannot read the request body: {e}"),
+                param: None,
+                code: None,
+            }
+        }
+    })
+}
+
+fn check_ids(ids: &[u32], vocab: usize, param: &str) -> Result<(), ApiError> {
+    match ids.iter().find(|&&t| t as usize >= vocab) {
+        Some(t) => Err(ApiError::invalid(
+            param,
+            format!("token id {t} is outside the vocabulary (size {vocab})"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn keepalive(st: &AppState) -> Duration {
+    Duration::from_secs(st.cfg.keepalive_secs.max(1))
+}
+
+fn chat_prompt(
+    m: &ModelEntry,
+    msgs: &[schemas::Message],
+    gen_prompt: bool,
+) -> Result<Vec<u32>, ApiError> {
+    let messages = schemas::chat_messages(msgs)?;
+    let text = m
+        .tokenizer
+        .apply_chat_template(&messages, None, gen_prompt)
+        .map_err(|e| from_engine(e, "messages"))?;
+    // The template writes its own BOS when the model wants one.
+    m.tokenizer
+        .encode(&text, false)
+        .map_err(|e| from_engine(e, "messages"))
+}
+
+async fn chat(State(st): St, b: Body) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let req: ChatRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
+    req.reject_unsupported()?;
+    let m = st.model(req.model.as_deref())?;
+    let opts = req.common().validate(m.vocab)?;
+    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (_, Some(k)) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                format!(
+                    "`top_logprobs` must be in [0, {}] (got {k})",
+                    schemas::MAX_TOP_LOGPROBS
+                ),
+            ))
+        }
+        (false, Some(k)) if k > 0 => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                "`top_logprobs` needs `logprobs: true`",
+            ))
+        }
+        (true, k) => Some(k.unwrap_or(0) as u32),
+        (false, _) => None,
+    };
+    let ids = chat_prompt(&m, &req.messages, true)?;
+    let (param, requested) = match (req.max_completion_tokens, req.max_tokens) {
+        (Some(v), _) => ("max_completion_tokens", Some(v)),
+        (None, v) => ("max_tokens", v),
+    };
+    let max_tokens = schemas::max_tokens(
+        param,
+        requested,
+        usize::MAX,
+        ids.len(),
+        m.max_model_len,
+        "messages",
+    )?;
+    tracing::debug!(model = %m.id, prompt_tokens = ids.len(), max_tokens, n = opts.n, "chat");
+    let jobs = vec![PromptJob { ids, max_tokens }];
+    let gen = Generation::start(&st, m.clone(), jobs, &opts, logprobs, arrived)?;
+    let mut meta = Meta::new(Kind::Chat, &m.id);
+    meta.logprobs = logprobs.is_some();
+    meta.include_usage = opts.include_usage;
+    meta.n = opts.n as usize;
+    if opts.stream {
+        Ok(respond::stream(gen, meta, keepalive(&st)))
+    } else {
+        respond::collect(gen, meta).await
+    }
+}
+
+async fn completions(State(st): St, b: Body) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let req: CompletionRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
+    if req.suffix.is_some() {
+        return Err(ApiError::unsupported("suffix"));
+    }
+    if req.best_of.is_some_and(|b| b != req.n.unwrap_or(1)) {
+        return Err(ApiError::unsupported("best_of"));
+    }
+    let m = st.model(req.model.as_deref())?;
+    let opts = req.common().validate(m.vocab)?;
+    let logprobs = match req.logprobs {
+        Some(k) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
+            return Err(ApiError::invalid(
+                "logprobs",
+                format!(
+                    "`logprobs` must be in [0, {}] (got {k})",
+                    schemas::MAX_TOP_LOGPROBS
+                ),
+            ))
+        }
+        k => k.map(|k| k as u32),
+    };
+    let echo = req.echo.unwrap_or(false);
+    if echo && logprobs.is_some() {
+        return Err(ApiError::Invalid {
+            message: "`echo` with `logprobs` (prompt logprobs) is not supported yet".into(),
+            param: Some("echo".into()),
+            code: Some("unsupported_parameter"),
+        });
+    }
+    let mut jobs = Vec::new();
+    let mut echoes = Vec::new();
+    for p in schemas::prompts(&req.prompt)? {
+        let (ids, text) = match p {
+            Prompt::Text(s) => {
+                let ids = m
+                    .tokenizer
+                    .encode(&s, true)
+                    .map_err(|e| from_engine(e, "prompt"))?;
+                (ids, s)
+            }
+            Prompt::Ids(ids) => {
+                check_ids(&ids, m.vocab, "prompt")?;
+                let text = if echo {
+                    m.tokenizer
+                        .decode(&ids, true)
+                        .map_err(|e| from_engine(e, "prompt"))?
+                } else {
+                    String::new()
+                };
+                (ids, text)
+            }
+        };
+        if ids.is_empty() {
+            return Err(ApiError::invalid("prompt", "the prompt is empty"));
+        }
+        let max_tokens = schemas::max_tokens(
+            "max_tokens",
+            req.max_tokens,
+            schemas::DEFAULT_COMPLETION_TOKENS,
+            ids.len(),
+            m.max_model_len,
+            "prompt",
+        )?;
+        jobs.push(PromptJob { ids, max_tokens });
+        echoes.push(text);
+    }
+    tracing::debug!(model = %m.id, prompts = jobs.len(), n = opts.n, "completion");
+    let gen = Generation::start(&st, m.clone(), jobs, &opts, logprobs, arrived)?;
+    let mut meta = Meta::new(Kind::Completion, &m.id);
+    meta.logprobs = logprobs.is_some();
+    meta.include_usage = opts.include_usage;
+    meta.n = opts.n as usize;
+    if echo {
+        meta.echo = echoes;
+    }
+    if opts.stream {
+        Ok(respond::stream(gen, meta, keepalive(&st)))
+    } else {
+        respond::collect(gen, meta).await
+    }
+}
+
+async fn tokenize(State(st): St, b: Body) -> Result<Json<Value>, ApiError> {
+    let req: schemas::TokenizeRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
+    let m = st.model(req.model.as_deref())?;
+    let ids = match (&req.prompt, &req.messages) {
+        (Some(p), None) => m
+            .tokenizer
+            .encode(p, req.add_special_tokens.unwrap_or(true))
+            .map_err(|e| from_engine(e, "prompt"))?,
+        (None, Some(msgs)) => chat_prompt(&m, msgs, req.add_generation_prompt.unwrap_or(true))?,
+        _ => {
+            return Err(ApiError::invalid(
+                "prompt",
+                "give exactly one of `prompt` and `messages`",
+            ))
+        }
+    };
+    Ok(Json(json!({
+        "tokens": ids,
+        "count": ids.len(),
+        "max_model_len": m.max_model_len,
+    })))
+}
+
+async fn detokenize(State(st): St, b: Body) -> Result<Json<Value>, ApiError> {
+    let req: DetokenizeRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
+    let m = st.model(req.model.as_deref())?;
+    let ids: Vec<u32> = req
+        .tokens
+        .iter()
+        .map(|&t| {
+            u32::try_from(t)
+                .map_err(|_| ApiError::invalid("tokens", format!("invalid token id {t}")))
+        })
+        .collect::<Result<_, _>>()?;
+    check_ids(&ids, m.vocab, "tokens")?;
+    let text = m
+        .tokenizer
+        .decode(&ids, false)
+        .map_err(|e| from_engine(e, "tokens"))?;
+    Ok(Json(json!({"prompt": text})))
+}

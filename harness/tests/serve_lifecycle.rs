@@ -1,0 +1,326 @@
+//! `memra serve` under stress and through its life: disconnects, a full queue, many streams,
+//! SIGTERM, API keys, the resolved config. Each test starts its own server (the real SmolLM2
+//! model on the CPU backend) because it watches the engine's gauges or stops the process.
+
+mod serve_util;
+
+use serde_json::{json, Value};
+use serve_util::*;
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+/// A client that disconnects, mid-stream or while waiting for a JSON answer, has its sequence
+/// cancelled: the engine's running count and KV blocks return to idle, and the next request is
+/// served normally.
+#[test]
+fn disconnects_cancel_and_free_blocks() {
+    let s = Server::start(&[]);
+    let long = chat_body(
+        "Tell me a long story.",
+        json!({"max_tokens": 1000, "ignore_eos": true, "stream": true}),
+    );
+    let resp = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(long.clone())
+        .unwrap();
+    let mut lines = std::io::BufReader::new(resp.into_reader()).lines();
+    let mut seen = 0;
+    while seen < 4 {
+        if lines.next().unwrap().unwrap().starts_with("data: ") {
+            seen += 1;
+        }
+    }
+    assert_eq!(s.gauge("memra_running_sequences"), 1.0);
+    drop(lines);
+    s.wait_idle(Duration::from_secs(5));
+
+    // Non-streaming: the client gives up after half a second.
+    let mut body = long.clone();
+    merge(&mut body, json!({"stream": false}));
+    let impatient = ureq::AgentBuilder::new()
+        .timeout(Duration::from_millis(800))
+        .build();
+    let r = impatient
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(body);
+    assert!(r.is_err(), "1000 tokens cannot come back in 0.8 s");
+    s.wait_idle(Duration::from_secs(5));
+
+    let (c, v) = s.post(
+        "/v1/chat/completions",
+        &chat_body(
+            "What is the capital of France?",
+            json!({"temperature": 0, "max_tokens": 20}),
+        ),
+    );
+    assert_eq!(c, 200, "{v}");
+    assert!(content(&v, 0).contains("Paris"));
+}
+
+/// With one running slot and one queue place, further requests get 429 with Retry-After; a
+/// queued stream gets keep-alive comments while it waits.
+#[test]
+fn full_queue_answers_429_and_waiting_streams_keep_alive() {
+    let s = Server::start(&[
+        "--max-running",
+        "1",
+        "--queue-capacity",
+        "1",
+        "--keepalive-secs",
+        "1",
+    ]);
+    let long = chat_body(
+        "Tell me a long story.",
+        json!({"max_tokens": 400, "ignore_eos": true, "stream": true}),
+    );
+    let a = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(long.clone())
+        .unwrap();
+    let mut a = std::io::BufReader::new(a.into_reader()).lines();
+    // Wait until A generates, so it is running rather than queued.
+    let mut seen = 0;
+    while seen < 3 {
+        if a.next().unwrap().unwrap().starts_with("data: ") {
+            seen += 1;
+        }
+    }
+    let b = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(long.clone())
+        .unwrap();
+    assert_eq!(b.status(), 200);
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        match s
+            .agent
+            .post(&s.url("/v1/chat/completions"))
+            .send_json(long.clone())
+        {
+            Ok(r) => statuses.push((r.status(), None, Value::Null)),
+            Err(ureq::Error::Status(c, r)) => {
+                let ra = r.header("retry-after").map(str::to_string);
+                statuses.push((c, ra, r.into_json().unwrap()))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    for (c, ra, v) in &statuses {
+        assert_eq!(*c, 429, "{statuses:?}");
+        assert!(
+            ra.as_deref()
+                .and_then(|r| r.parse::<u64>().ok())
+                .is_some_and(|r| r >= 1),
+            "{statuses:?}"
+        );
+        assert_eq!(v["error"]["code"], "rate_limit_exceeded");
+    }
+    // B waits behind A: its role chunk, then keep-alive comments.
+    let mut b = std::io::BufReader::new(b.into_reader()).lines();
+    let t0 = Instant::now();
+    let mut keepalive = false;
+    while t0.elapsed() < Duration::from_secs(6) {
+        let l = b.next().unwrap().unwrap();
+        if l == ": keep-alive" {
+            keepalive = true;
+            break;
+        }
+        assert!(
+            l.is_empty() || l.contains("\"role\":\"assistant\""),
+            "B should still wait: {l}"
+        );
+    }
+    assert!(keepalive, "no keep-alive comment while queued");
+    drop(a);
+    drop(b);
+    s.wait_idle(Duration::from_secs(5));
+    let (c, v) = s.post(
+        "/v1/chat/completions",
+        &chat_body("hi", json!({"max_tokens": 2})),
+    );
+    assert_eq!(c, 200, "{v}");
+}
+
+/// SIGTERM: readiness turns 503, new requests get 503 with Retry-After, the stream in flight
+/// finishes, and the process exits 0.
+#[test]
+fn sigterm_drains_then_exits_zero() {
+    let mut s = Server::start(&["--drain-secs", "60"]);
+    let body = chat_body(
+        "Count to twenty.",
+        json!({"max_tokens": 150, "ignore_eos": true, "stream": true}),
+    );
+    let r = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(body)
+        .unwrap();
+    let mut lines = std::io::BufReader::new(r.into_reader()).lines();
+    assert!(lines.next().unwrap().unwrap().starts_with("data: "));
+    s.signal("TERM");
+    let t0 = Instant::now();
+    while s.get("/readyz").0 != 503 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "readyz never went 503"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(chat_body("hi", json!({})))
+    {
+        Err(ureq::Error::Status(503, r)) => assert!(r.header("retry-after").is_some()),
+        other => panic!("expected 503, got {other:?}"),
+    }
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert_eq!(
+        rest.iter()
+            .rev()
+            .find(|l| !l.is_empty())
+            .map(String::as_str),
+        Some("data: [DONE]")
+    );
+    let finish = rest
+        .iter()
+        .filter(|l| l.contains("\"finish_reason\":\"length\""))
+        .count();
+    assert_eq!(finish, 1, "the in-flight stream ran to its end");
+    let status = s.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn print_config_shows_the_resolved_config_without_keys() {
+    let dir = std::env::temp_dir().join(format!("memra-serve-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml = dir.join("memra.toml");
+    std::fs::write(
+        &toml,
+        "kv_cache_mib = 32\n[serve]\nport = 9001\nqueue_capacity = 7\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memra"))
+        .args([
+            "serve",
+            "--print-config",
+            "--config",
+            toml.to_str().unwrap(),
+        ])
+        .args(["--port", "9002", "--api-key", "sekrit-key"])
+        .env_remove("MEMRA_API_KEY")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(v["kv_cache_mib"].as_integer(), Some(32), "file: {text}");
+    let serve = &v["serve"];
+    assert_eq!(serve["port"].as_integer(), Some(9002), "flag over file");
+    assert_eq!(serve["queue_capacity"].as_integer(), Some(7));
+    assert_eq!(serve["max_running"].as_integer(), Some(64), "default");
+    assert_eq!(
+        serve["models"].as_array().unwrap()[0].as_str(),
+        Some("smollm2-135m-instruct")
+    );
+    assert!(!text.contains("sekrit"), "the key is redacted: {text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With a key configured the API routes need it; health, readiness and metrics do not.
+#[test]
+fn api_key_guards_the_api_routes() {
+    let s = Server::start(&["--api-key", "k3y"]);
+    let body = chat_body("hi", json!({"max_tokens": 2}));
+    let (c, v) = s.post("/v1/chat/completions", &body);
+    assert_eq!(c, 401, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_api_key");
+    let wrong = s
+        .agent
+        .post(&s.url("/v1/models"))
+        .set("authorization", "Bearer nope")
+        .call();
+    assert!(matches!(wrong, Err(ureq::Error::Status(401, _))));
+    let r = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .set("authorization", "Bearer k3y")
+        .send_json(body)
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for p in ["/health", "/readyz", "/metrics"] {
+        assert_eq!(s.get(p).0, 200, "{p}");
+    }
+    assert!(
+        !s.log_text().contains("k3y"),
+        "the key never reaches the log"
+    );
+}
+
+/// 32 simultaneous streams, every fourth dropped after a few chunks: the others all finish
+/// with a finish_reason and [DONE], and the engine returns to idle with no blocks held.
+#[test]
+fn thirty_two_streams_some_cancelled() {
+    let s = Server::start(&[]);
+    let s = &s;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..32)
+            .map(|i| {
+                scope.spawn(move || {
+                    let body = chat_body(
+                        &format!("Tell me fact number {i} about the sea."),
+                        json!({"max_tokens": 16 + i % 8, "ignore_eos": true, "stream": true,
+                               "temperature": 0.7, "seed": i}),
+                    );
+                    let r = s
+                        .agent
+                        .post(&s.url("/v1/chat/completions"))
+                        .send_json(body)
+                        .unwrap();
+                    let mut lines = std::io::BufReader::new(r.into_reader()).lines();
+                    let mut data = Vec::new();
+                    for l in lines.by_ref() {
+                        let l = l.unwrap();
+                        if let Some(d) = l.strip_prefix("data: ") {
+                            data.push(d.to_string());
+                            if i % 4 == 3 && data.len() == 3 {
+                                return None; // hang up mid-stream
+                            }
+                        }
+                    }
+                    Some((i, data))
+                })
+            })
+            .collect();
+        for h in handles {
+            let Some((i, data)) = h.join().unwrap() else {
+                continue;
+            };
+            assert_eq!(
+                data.last().map(String::as_str),
+                Some("[DONE]"),
+                "stream {i}"
+            );
+            let finished: Vec<Value> = data[..data.len() - 1]
+                .iter()
+                .map(|d| serde_json::from_str::<Value>(d).unwrap())
+                .filter(|c| !c["choices"][0]["finish_reason"].is_null())
+                .collect();
+            assert_eq!(finished.len(), 1, "stream {i}");
+            assert_eq!(
+                finished[0]["choices"][0]["finish_reason"], "length",
+                "stream {i}"
+            );
+        }
+    });
+    s.wait_idle(Duration::from_secs(10));
+    assert_eq!(s.get("/health").0, 200);
+}
