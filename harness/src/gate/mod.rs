@@ -5,6 +5,7 @@
 
 mod arms;
 mod level_b;
+mod serving;
 mod spec;
 
 use crate::config::Config;
@@ -240,35 +241,37 @@ fn load_cached(
     Ok(m)
 }
 
-fn prompts(g: &GateSpec, repo: &Path, m: &LoadedModel) -> Result<Vec<Vec<u32>>> {
-    let rel = g
-        .prompts
-        .as_deref()
-        .unwrap_or("gates/prompts/gate_prompts.jsonl");
-    let p = repo.join(rel);
-    let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
+/// The first `n` texts of a prompt set (JSON lines with a `text` field).
+fn prompt_texts(p: &Path, n: usize) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
     let mut out = Vec::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(g.n_prompts)
-    {
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(n) {
         let v: serde_json::Value = serde_json::from_str(line)
             .with_context(|| format!("{}: invalid JSON line", p.display()))?;
         let t = v["text"]
             .as_str()
             .with_context(|| format!("{}: line without text", p.display()))?;
-        out.push(m.tokenizer.encode(t, true)?);
+        out.push(t.to_string());
     }
-    if out.len() < g.n_prompts {
+    if out.len() < n {
         bail!(
-            "{} has {} prompts; the gate wants {}",
+            "{} has {} prompts; the gate wants {n}",
             p.display(),
-            out.len(),
-            g.n_prompts
+            out.len()
         );
     }
     Ok(out)
+}
+
+fn prompts(g: &GateSpec, repo: &Path, m: &LoadedModel) -> Result<Vec<Vec<u32>>> {
+    let rel = g
+        .prompts
+        .as_deref()
+        .unwrap_or("gates/prompts/gate_prompts.jsonl");
+    prompt_texts(&repo.join(rel), g.n_prompts)?
+        .iter()
+        .map(|t| Ok(m.tokenizer.encode(t, true)?))
+        .collect()
 }
 
 fn params(g: &GateSpec, i: usize) -> SamplingParams {
@@ -305,6 +308,15 @@ fn run_one(
     }
     if matches!(g.kind, Kind::HfParity | Kind::TokenizerParity) {
         return level_b::run(g, cfg, repo, canary, |p| model_path(p, cfg, repo));
+    }
+    if g.kind == Kind::Serving {
+        let path = model_path(&g.model, cfg, repo)?;
+        let rel = g
+            .prompts
+            .as_deref()
+            .unwrap_or("gates/prompts/gate_prompts.jsonl");
+        let texts = prompt_texts(&repo.join(rel), g.n_prompts)?;
+        return serving::run(g, &path, &texts, canary);
     }
     if g.level != Level::LogitBits {
         bail!("Level A gates compare logit_bits");
@@ -486,7 +498,7 @@ fn run_one(
                 compare(&reference, &fast, true),
             )
         }
-        Kind::HfParity | Kind::TokenizerParity => unreachable!("handled above"),
+        Kind::HfParity | Kind::TokenizerParity | Kind::Serving => unreachable!("handled above"),
     })
 }
 
@@ -499,5 +511,6 @@ fn expected_canary(k: Kind) -> &'static [Canary] {
         Kind::SeededBatch => &[Canary::SharedRng],
         Kind::HfParity => &[Canary::PerturbedRopeBase],
         Kind::TokenizerParity => &[Canary::WrongPreTokenizer],
+        Kind::Serving => &[Canary::SharedRng],
     }
 }

@@ -103,6 +103,8 @@ pub enum Kind {
     HfParity,
     /// Level B: tokenizer ids on the committed corpus.
     TokenizerParity,
+    /// Streams from a running `memra serve`, one at a time vs all at once, byte-compared.
+    Serving,
 }
 
 /// Comparison levels (DESIGN.md §3).
@@ -111,6 +113,8 @@ pub enum Kind {
 pub enum Level {
     /// Logits bit-identical at every generated position (and so token ids too).
     LogitBits,
+    /// Streamed text and logprobs byte-identical.
+    TextBytes,
     /// Token ids identical.
     TokenIds,
     /// Greedy token identity and max |Δlogit| over the top-20 within `bound`.
@@ -180,6 +184,7 @@ mod tests {
             Kind::SeededBatch,
             Kind::HfParity,
             Kind::TokenizerParity,
+            Kind::Serving,
         ] {
             assert!(gates.iter().any(|g| g.kind == kind), "{kind:?}");
         }

@@ -42,7 +42,13 @@ pub struct ServeArgs {
     /// Exit when standard input closes (lets a parent process tie the server's life to its own).
     #[arg(long, hide = true)]
     pub exit_with_stdin: bool,
+    /// A deliberately broken scheduler, for the serving gate's canary only: shared-rng.
+    #[arg(long, hide = true)]
+    pub sched_canary: Option<String>,
 }
+
+/// The serving gate's canary, set once from `--sched-canary`.
+static SCHED_CANARY: OnceLock<Option<memra_engine::sched::SchedCanary>> = OnceLock::new();
 
 /// One served model.
 pub struct ModelEntry {
@@ -174,6 +180,12 @@ pub fn run(args: &ServeArgs, cfg: &Config) -> Result<()> {
             bail!("two models share the alias {a:?}; name them with ALIAS=MODEL");
         }
     }
+    let canary = match args.sched_canary.as_deref() {
+        None => None,
+        Some("shared-rng") => Some(memra_engine::sched::SchedCanary::SharedRng),
+        Some(other) => bail!("unknown --sched-canary {other:?} (shared-rng)"),
+    };
+    let _ = SCHED_CANARY.set(canary);
     if args.exit_with_stdin {
         std::thread::spawn(|| {
             let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
@@ -207,7 +219,7 @@ fn load_models(
             max_running: cfg.serve.max_running,
             queue_capacity: cfg.serve.queue_capacity,
             max_context: max_model_len,
-            ..Default::default()
+            canary: SCHED_CANARY.get().copied().flatten(),
         };
         let handle = SchedulerHandle::spawn(make, sc)
             .with_context(|| format!("starting the engine for {alias}"))?;
