@@ -52,6 +52,10 @@ pub struct ServeConfig {
     /// Bearer key required on the API routes (none = open). Never printed or logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// Keyring file: TOML `[[key]]` tables with `sha256` (hex of the key), `tenant`,
+    /// `max_concurrent` (0 = no cap) and `disabled`. Keys are never stored in clear.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyring: Option<PathBuf>,
     /// Largest request body in bytes (larger ones get 413).
     pub max_body_bytes: usize,
     /// Seconds between SSE keep-alive comments while a stream waits.
@@ -71,6 +75,7 @@ impl Default for ServeConfig {
             queue_capacity: 256,
             context_len: 0,
             api_key: None,
+            keyring: None,
             max_body_bytes: 4 << 20,
             keepalive_secs: 10,
             drain_secs: 30,
@@ -152,6 +157,9 @@ pub struct ConfigArgs {
     /// serve: bearer key required on the API routes [default: none].
     #[arg(long, global = true, env = "MEMRA_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// serve: keyring file (sha256 of each key, its tenant and concurrency cap) [default: none].
+    #[arg(long, global = true)]
+    pub keyring: Option<PathBuf>,
     /// serve: seconds between SSE keep-alive comments [default: 10].
     #[arg(long, global = true)]
     pub keepalive_secs: Option<u64>,
@@ -209,6 +217,9 @@ impl ConfigArgs {
         }
         if let Some(v) = &self.api_key {
             s.api_key = Some(v.clone());
+        }
+        if let Some(v) = &self.keyring {
+            s.keyring = Some(v.clone());
         }
         if let Some(v) = self.keepalive_secs {
             s.keepalive_secs = v;

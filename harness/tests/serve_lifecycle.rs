@@ -324,3 +324,100 @@ fn thirty_two_streams_some_cancelled() {
     s.wait_idle(Duration::from_secs(10));
     assert_eq!(s.get("/health").0, 200);
 }
+
+/// A keyring: keys stored as sha256, each mapped to a tenant with a concurrency cap. 401 without
+/// a valid key, 403 for a disabled key, 429 (with Retry-After) over the tenant's cap while a
+/// stream holds the slot, and the slot comes back when the stream ends.
+#[test]
+fn keyring_tenants_caps_and_disabled_keys() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    let ring = dir.path().join("keys.toml");
+    let h = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
+    std::fs::write(
+        &ring,
+        format!(
+            "[[key]]\nsha256 = \"{}\"\ntenant = \"acme\"\nmax_concurrent = 1\n\n[[key]]\nsha256 = \"{}\"\ntenant = \"gone\"\ndisabled = true\n",
+            h("alpha-key"),
+            h("beta-key")
+        ),
+    )
+    .unwrap();
+    let s = Server::start(&["--keyring", ring.to_str().unwrap()]);
+    let post = |key: &str, body: Value| {
+        s.agent
+            .post(&s.url("/v1/completions"))
+            .set("authorization", &format!("Bearer {key}"))
+            .send_json(body)
+    };
+    let short = json!({"prompt": "Hello", "max_tokens": 2});
+    assert!(matches!(
+        post("nope", short.clone()),
+        Err(ureq::Error::Status(401, _))
+    ));
+    match post("beta-key", short.clone()) {
+        Err(ureq::Error::Status(403, r)) => {
+            let v: Value = r.into_json().unwrap();
+            assert_eq!(v["error"]["code"], "key_disabled");
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+    // A long stream holds acme's only slot; a second request is refused until it ends.
+    let long = post(
+        "alpha-key",
+        json!({"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": true, "stream": true}),
+    )
+    .unwrap();
+    match post("alpha-key", short.clone()) {
+        Err(ureq::Error::Status(429, r)) => assert!(r.header("retry-after").is_some()),
+        other => panic!("expected 429, got {other:?}"),
+    }
+    let text = long.into_string().unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"));
+    assert_eq!(
+        post("alpha-key", short).unwrap().status(),
+        200,
+        "the slot is free again"
+    );
+    for p in ["/health", "/readyz", "/metrics"] {
+        assert_eq!(s.get(p).0, 200, "{p} needs no key");
+    }
+    assert!(
+        !s.log_text().contains("alpha-key"),
+        "keys never reach the log"
+    );
+}
+
+/// Two models in one process under aliases: both listed, each answers under its own id, and an
+/// unknown id is a 404 naming the model.
+#[test]
+fn several_models_under_aliases() {
+    let second = format!("second={}", model_path().display());
+    let s = Server::start(&["--model", &second]);
+    let (c, v) = s.get_json("/v1/models");
+    assert_eq!(c, 200);
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&MODEL) && ids.contains(&"second"), "{ids:?}");
+    let ask = |model: &str| {
+        s.post(
+            "/v1/completions",
+            &json!({"model": model, "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}),
+        )
+    };
+    let (c1, a) = ask(MODEL);
+    let (c2, b) = ask("second");
+    assert_eq!((c1, c2), (200, 200), "{a} {b}");
+    assert_eq!(b["model"], "second");
+    assert_eq!(
+        a["choices"][0]["text"], b["choices"][0]["text"],
+        "same weights, same greedy text"
+    );
+    let (c, e) = ask("third");
+    assert_eq!(c, 404);
+    assert_eq!(e["error"]["code"], "model_not_found");
+}

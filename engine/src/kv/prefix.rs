@@ -103,6 +103,14 @@ impl PrefixCache {
         freed
     }
 
+    /// Indexed blocks that no sequence references (held only by the cache, evictable).
+    pub fn idle_blocks(&self, bm: &BlockManager) -> usize {
+        self.map
+            .values()
+            .filter(|e| bm.refcount(e.block) == 1)
+            .count()
+    }
+
     /// Indexed blocks.
     pub fn len(&self) -> usize {
         self.map.len()

@@ -372,7 +372,9 @@ impl Core {
         self.counters.running = self.running.len();
         self.counters.kv_blocks_free = self.bm.free_blocks();
         self.counters.prefix_cached_blocks = self.prefix.len();
-        self.counters.kv_blocks_used = self.bm.num_blocks() - self.bm.free_blocks();
+        // Blocks held only by the prefix cache are reclaimable: not "used".
+        self.counters.kv_blocks_used =
+            self.bm.num_blocks() - self.bm.free_blocks() - self.prefix.idle_blocks(&self.bm);
         if let Ok(mut s) = self.stats.lock() {
             *s = self.counters.clone();
         }

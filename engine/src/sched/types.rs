@@ -89,6 +89,7 @@ pub enum SubmitError {
 pub struct Stats {
     pub queued: usize,
     pub running: usize,
+    /// Blocks referenced by running or waiting sequences (idle prefix-cache blocks excluded).
     pub kv_blocks_used: usize,
     pub kv_blocks_free: usize,
     /// Blocks indexed by the prefix cache (held even when no sequence uses them).

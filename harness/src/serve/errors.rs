@@ -19,6 +19,10 @@ pub enum ApiError {
     },
     /// 401: the API key is missing or wrong.
     Unauthorized,
+    /// 403: the key is known but disabled.
+    Forbidden,
+    /// 429: the key's tenant already runs its maximum number of requests.
+    TenantBusy { tenant: String, cap: usize },
     /// 404: no model is served under this id.
     ModelNotFound(String),
     /// 404: no such route.
@@ -69,6 +73,8 @@ impl ApiError {
         match self {
             ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -102,6 +108,18 @@ impl ApiError {
                 Some("model"),
                 Some("model_not_found"),
             ),
+            ApiError::Forbidden => (
+                "this API key is disabled".into(),
+                "permission_error",
+                None,
+                Some("key_disabled"),
+            ),
+            ApiError::TenantBusy { tenant, cap } => (
+                format!("tenant `{tenant}` already has {cap} requests running; retry later"),
+                "rate_limit_error",
+                None,
+                Some("rate_limit_exceeded"),
+            ),
             ApiError::RouteNotFound(p) => (
                 format!("no route {p}"),
                 "invalid_request_error",
@@ -133,6 +151,7 @@ impl ApiError {
 
     fn retry_after(&self) -> Option<u64> {
         match self {
+            ApiError::TenantBusy { .. } => Some(1),
             ApiError::QueueFull { retry_after_secs }
             | ApiError::Unavailable {
                 retry_after_secs, ..

@@ -98,13 +98,13 @@ impl Metrics {
             kv_used: gauge(
                 &r,
                 "memra_kv_blocks_used",
-                "KV cache blocks in use (incl. prefix cache).",
+                "KV cache blocks referenced by sequences (idle prefix-cache blocks excluded).",
             ),
             kv_free: gauge(&r, "memra_kv_blocks_free", "Free KV cache blocks."),
             kv_cached: gauge(
                 &r,
                 "memra_kv_blocks_prefix_cached",
-                "KV blocks held by the prefix cache.",
+                "KV blocks indexed by the prefix cache (in use or idle and evictable).",
             ),
             prefix_hits: counter(
                 &r,

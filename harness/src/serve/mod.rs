@@ -8,6 +8,7 @@
 //! [`routes`] wires them to HTTP, [`errors`] maps every failure to a status in one place,
 //! [`metrics`] exports Prometheus text.
 
+mod auth;
 mod errors;
 mod generate;
 mod metrics;
@@ -78,25 +79,21 @@ pub struct AppState {
     pub next_id: AtomicU64,
     pub metrics: Arc<Metrics>,
     pub cfg: ServeConfig,
-    /// sha256 of the API key, when one is required.
-    pub key_sha256: Option<Vec<u8>>,
+    /// API keys and tenants.
+    pub auth: auth::Auth,
 }
 
 impl AppState {
-    fn new(cfg: ServeConfig) -> AppState {
-        use sha2::Digest;
-        AppState {
+    fn new(cfg: ServeConfig) -> Result<AppState> {
+        Ok(AppState {
             models: OnceLock::new(),
             draining: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             metrics: Arc::new(Metrics::new()),
-            key_sha256: cfg
-                .api_key
-                .as_ref()
-                .map(|k| sha2::Sha256::digest(k.as_bytes()).to_vec()),
+            auth: auth::Auth::new(cfg.api_key.as_deref(), cfg.keyring.as_deref())?,
             cfg,
-        }
+        })
     }
 
     /// Whether `/readyz` should say yes.
@@ -247,7 +244,7 @@ fn load_models(
 }
 
 async fn serve(cfg: Config, specs: Vec<(String, String)>) -> Result<()> {
-    let state = Arc::new(AppState::new(cfg.serve.clone()));
+    let state = Arc::new(AppState::new(cfg.serve.clone())?);
     let listener = tokio::net::TcpListener::bind((cfg.serve.host.as_str(), cfg.serve.port))
         .await
         .with_context(|| format!("binding {}:{}", cfg.serve.host, cfg.serve.port))?;

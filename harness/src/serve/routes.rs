@@ -75,21 +75,30 @@ async fn length_limit(State(st): St, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Requires `Authorization: Bearer <key>` when a key is configured (compared by sha256).
-async fn auth(State(st): St, req: Request, next: Next) -> Response {
-    if let Some(want) = &st.key_sha256 {
-        use sha2::Digest;
-        let ok = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|k| sha2::Sha256::digest(k.trim().as_bytes()).as_slice() == want);
-        if !ok {
-            return ApiError::Unauthorized.into_response();
-        }
-    }
-    next.run(req).await
+/// The caller's tenant, set by [`auth`] for the handlers.
+#[derive(Clone)]
+pub struct Tenant(pub String);
+
+/// Requires `Authorization: Bearer <key>` when keys are configured (compared by sha256): 401, 403
+/// for a disabled key, 429 over the tenant's cap. The tenant's slot is held until the response
+/// body (a stream included) is finished or dropped.
+async fn auth(State(st): St, mut req: Request, next: Next) -> Response {
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let grant = match st.auth.admit(header) {
+        Ok(g) => g,
+        Err(e) => return e.into_response(),
+    };
+    req.extensions_mut().insert(Tenant(grant.tenant.clone()));
+    let resp = next.run(req).await;
+    let (parts, body) = resp.into_parts();
+    let stream = futures::StreamExt::map(body.into_data_stream(), move |chunk| {
+        let _held = &grant;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 async fn readyz(State(st): St) -> Response {
@@ -184,12 +193,18 @@ fn chat_prompt(
         .map_err(|e| from_engine(e, "messages"))
 }
 
-async fn chat(State(st): St, b: Body) -> Result<Response, ApiError> {
+async fn chat(
+    State(st): St,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    b: Body,
+) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let req: ChatRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
     req.reject_unsupported()?;
     let m = st.model(req.model.as_deref())?;
-    let opts = req.common().validate(m.vocab)?;
+    let mut opts = req.common().validate(m.vocab)?;
+    // The prefix cache is scoped by the key's tenant, then by the request's `user`.
+    opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(
@@ -236,7 +251,11 @@ async fn chat(State(st): St, b: Body) -> Result<Response, ApiError> {
     }
 }
 
-async fn completions(State(st): St, b: Body) -> Result<Response, ApiError> {
+async fn completions(
+    State(st): St,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    b: Body,
+) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let req: CompletionRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
     if req.suffix.is_some() {
@@ -246,7 +265,9 @@ async fn completions(State(st): St, b: Body) -> Result<Response, ApiError> {
         return Err(ApiError::unsupported("best_of"));
     }
     let m = st.model(req.model.as_deref())?;
-    let opts = req.common().validate(m.vocab)?;
+    let mut opts = req.common().validate(m.vocab)?;
+    // The prefix cache is scoped by the key's tenant, then by the request's `user`.
+    opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
     let logprobs = match req.logprobs {
         Some(k) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(

@@ -298,7 +298,7 @@ impl Server {
                 self.gauge("memra_kv_blocks_used"),
                 self.gauge("memra_kv_blocks_prefix_cached"),
             );
-            if run == 0.0 && queued == 0.0 && used == cached {
+            if run == 0.0 && queued == 0.0 && used == 0.0 {
                 return;
             }
             assert!(
