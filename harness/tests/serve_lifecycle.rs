@@ -329,6 +329,7 @@ fn thirty_two_streams_some_cancelled() {
 /// a valid key, 403 for a disabled key, 429 (with Retry-After) over the tenant's cap while a
 /// stream holds the slot, and the slot comes back when the stream ends.
 #[test]
+#[allow(clippy::result_large_err)] // ureq::Error is large; this is a test helper closure
 fn keyring_tenants_caps_and_disabled_keys() {
     use sha2::Digest;
     let dir = tempfile::tempdir().unwrap();
