@@ -24,3 +24,4 @@ pub fn set_threads(n: usize) -> std::result::Result<(), String> {
         .map_err(|e| e.to_string())
 }
 pub mod sched;
+pub mod spec;

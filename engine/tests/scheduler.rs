@@ -62,6 +62,7 @@ fn submit(
         logprobs: None,
         tenant: tenant.into(),
         return_logits: false,
+        spec: None,
         events: Box::new(move |e| tx.send(e).is_ok()),
     })
     .unwrap();
@@ -77,7 +78,7 @@ fn collect(rx: &Receiver<Event>, n: usize) -> (usize, Vec<Vec<u32>>, Vec<Option<
         match rx.recv_timeout(Duration::from_secs(120)).expect("event") {
             Event::Started { cached_tokens, .. } => cached = cached_tokens,
             Event::Token { choice, token, .. } => toks[choice as usize].push(token),
-            Event::Finished { choice, reason } => fin[choice as usize] = Some(reason),
+            Event::Finished { choice, reason, .. } => fin[choice as usize] = Some(reason),
             Event::Done => return (cached, toks, fin),
             Event::Error(e) => panic!("{e}"),
         }
@@ -251,6 +252,7 @@ fn cancel_and_disconnect_free_blocks_and_full_queue_refuses() {
             logprobs: None,
             tenant: "t".into(),
             return_logits: false,
+            spec: None,
             events: Box::new(move |e| tx3.send(e).is_ok()),
         })
         .unwrap_err();

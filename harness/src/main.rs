@@ -2,6 +2,7 @@
 
 mod config;
 mod gate;
+mod probe;
 mod pull;
 mod run;
 mod serve;
@@ -33,6 +34,9 @@ enum Command {
     /// Run the exactness gates in gates/*.toml (fast path vs plain decode; HF and tokenizer
     /// parity); --canary runs each gate's deliberately broken arm, which must turn it red.
     Gate(gate::GateArgs),
+    /// Device facts (name, compute capability, SMs, memory) and measured copy bandwidth;
+    /// --self-check compiles every CUDA kernel and compares it with the CPU reference.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
             Command::Gate(a) => gate::run(a, &cfg),
             Command::Pull(a) => pull::run(a, &cfg),
             Command::Serve(a) => serve::run(a, &cfg),
+            Command::Probe(a) => probe::run(a, &cfg),
         }
     });
     match result {

@@ -60,6 +60,13 @@ pub struct RunArgs {
     /// Skip the prefill/decode agreement check.
     #[arg(long)]
     pub no_check: bool,
+    /// Speculative decoding: ngram[:N] (prompt lookup) or layerskip:L (the first L layers draft).
+    /// The output is checked to be identical to plain decode.
+    #[arg(long)]
+    pub spec: Option<String>,
+    /// Draft tokens per verify with --spec (1..=16).
+    #[arg(long, default_value_t = 4)]
+    pub k: usize,
 }
 
 /// Builds a backend on the thread that calls it (a CUDA context is thread-affine).
@@ -133,6 +140,10 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         },
         sequence: 0,
     };
+    if let Some(spec) = &args.spec {
+        let sp = memra_engine::spec::SpecParams::parse(spec, args.k).map_err(anyhow::Error::msg)?;
+        return run_speculative(&loaded, cfg, &req, sp);
+    }
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
     let mut printed = String::new();
@@ -187,6 +198,90 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         if !same {
             anyhow::bail!("prefill and token-by-token decode disagree");
         }
+    }
+    Ok(())
+}
+
+/// `memra run --spec`: the request through the scheduler with speculation, timed, then the same
+/// request by plain decode; the two outputs must be identical.
+fn run_speculative(
+    loaded: &LoadedModel,
+    cfg: &Config,
+    req: &GenerateRequest,
+    spec: memra_engine::spec::SpecParams,
+) -> Result<()> {
+    use memra_engine::sched::{Event, SchedulerConfig, SchedulerHandle, Submit};
+    let (_, make) = backend_factory(&loaded.model, cfg)?;
+    let h = SchedulerHandle::spawn(
+        make,
+        SchedulerConfig {
+            max_batch_tokens: cfg.prefill_chunk.max(spec.k + 1),
+            max_context: loaded.model.config.max_context,
+            ..Default::default()
+        },
+    )?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t0 = std::time::Instant::now();
+    h.submit(Submit {
+        id: 1,
+        prompt: req.prompt.clone(),
+        params: req.params.clone(),
+        max_tokens: req.max_tokens,
+        stop_ids: req.stop_ids.clone(),
+        n: 1,
+        logprobs: None,
+        tenant: String::new(),
+        return_logits: false,
+        spec: Some(spec),
+        events: Box::new(move |e| tx.send(e).is_ok()),
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (mut tokens, mut first, mut counts) = (Vec::new(), None, (0, 0));
+    loop {
+        match rx.recv()? {
+            Event::Token { token, .. } => {
+                first.get_or_insert_with(|| t0.elapsed());
+                tokens.push(token);
+            }
+            Event::Finished {
+                drafted, accepted, ..
+            } => counts = (drafted, accepted),
+            Event::Done => break,
+            Event::Error(e) => anyhow::bail!("{e}"),
+            Event::Started { .. } => {}
+        }
+    }
+    let total = t0.elapsed();
+    h.shutdown();
+    println!("{}", loaded.tokenizer.decode(&tokens, true)?);
+    let first = first.unwrap_or(total);
+    let decode = (total - first).as_secs_f64();
+    eprintln!(
+        "speculative {:?} k={}: {} tokens; decode {:.1} tok/s; drafted {}, accepted {} ({:.0}%)",
+        spec.method,
+        spec.k,
+        tokens.len(),
+        tokens.len().saturating_sub(1) as f64 / decode.max(1e-9),
+        counts.0,
+        counts.1,
+        100.0 * counts.1 as f64 / (counts.0.max(1)) as f64
+    );
+    let mut engine = make_engine(loaded, cfg)?;
+    let t1 = std::time::Instant::now();
+    let plain = engine.generate(req, |_| {})?;
+    eprintln!(
+        "plain decode: {:.1} tok/s ({:.2} s in all vs {:.2} s speculative); output {}",
+        plain.tokens.len().saturating_sub(1) as f64 / plain.decode_secs.max(1e-9),
+        t1.elapsed().as_secs_f64(),
+        total.as_secs_f64(),
+        if plain.tokens == tokens {
+            "identical to plain decode"
+        } else {
+            "DIFFERS from plain decode"
+        }
+    );
+    if plain.tokens != tokens {
+        anyhow::bail!("speculative output differs from plain decode");
     }
     Ok(())
 }

@@ -619,3 +619,57 @@ fn openai_python_client() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all openai client checks passed"));
 }
+
+/// The `speculative` request extension: same text and logprobs as plain decode, drafted/accepted
+/// reported in `usage.speculative`, speculation counters in /metrics, bad values a 400.
+#[test]
+fn speculative_extension_changes_nothing_but_reports_counts() {
+    let s = shared();
+    let prompt = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return";
+    let base = json!({"prompt": prompt, "max_tokens": 16, "temperature": 0.7, "seed": 3,
+                      "logprobs": 2, "ignore_eos": true});
+    let (c, plain) = s.post("/v1/completions", &base);
+    assert_eq!(c, 200, "{plain}");
+    for spec in [
+        json!({"method": "ngram", "k": 4}),
+        json!({"method": "layerskip:15", "k": 2}),
+    ] {
+        let mut body = base.clone();
+        body["speculative"] = spec.clone();
+        let (c, v) = s.post("/v1/completions", &body);
+        assert_eq!(c, 200, "{v}");
+        assert_eq!(
+            v["choices"][0]["text"], plain["choices"][0]["text"],
+            "{spec}"
+        );
+        assert_eq!(
+            v["choices"][0]["logprobs"], plain["choices"][0]["logprobs"],
+            "{spec}"
+        );
+        let d = v["usage"]["speculative"]["drafted"].as_u64().unwrap_or(0);
+        let a = v["usage"]["speculative"]["accepted"].as_u64().unwrap_or(0);
+        assert!(d > 0 && a <= d, "{spec}: {}", v["usage"]);
+    }
+    let mut off = base.clone();
+    off["speculative"] = json!("off");
+    let (c, v) = s.post("/v1/completions", &off);
+    assert_eq!(c, 200);
+    assert!(v["usage"].get("speculative").is_none());
+    for bad in [
+        json!({"method": "medusa"}),
+        json!({"method": "ngram", "k": 0}),
+        json!(7),
+        json!({"method": "ngram", "x": 1}),
+    ] {
+        let mut body = base.clone();
+        body["speculative"] = bad.clone();
+        let (c, v) = s.post("/v1/completions", &body);
+        assert_eq!(c, 400, "{bad}: {v}");
+        assert_eq!(v["error"]["param"], "speculative");
+    }
+    let (_, m) = s.get("/metrics");
+    assert!(
+        m.contains("memra_spec_drafted_tokens_total")
+            && m.contains("memra_spec_accepted_by_position_total")
+    );
+}

@@ -3,6 +3,7 @@
 //! trait. Block bookkeeping ([`crate::kv::BlockManager`]) stays outside the backend.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::Result;
 
@@ -41,7 +42,13 @@ pub trait Backend: Send {
     /// into its block table, and returns the wanted logits rows (`vocab_size` f32 each) in batch
     /// order. The contract: a row's logits are bit-identical whatever else is in the batch and
     /// however the sequence's tokens were split into chunks (DESIGN.md §3, Level A).
-    fn forward(&mut self, batch: &[SeqChunk<'_>]) -> Result<Vec<Vec<f32>>>;
+    fn forward(&mut self, batch: &[SeqChunk<'_>]) -> Result<Vec<Vec<f32>>> {
+        self.forward_layers(batch, usize::MAX)
+    }
+    /// [`Backend::forward`] through only the first `n_layers` decoder layers, then the final norm
+    /// and LM head (layer-skip self-drafting, Elhoushi et al. 2024 "LayerSkip"). Writes K/V for
+    /// those layers only; a later full forward over the same positions overwrites them.
+    fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>>;
     /// Copies block `src`'s K/V into block `dst` (copy-on-write of a shared block).
     fn copy_block(&mut self, src: u32, dst: u32);
 }

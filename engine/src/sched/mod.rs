@@ -8,11 +8,12 @@
 //! (the exactness contract), the recomputed continuation is identical. `n > 1` choices fork the
 //! prompt's blocks after one prefill; shared partial blocks are copied before their first write.
 
+mod step;
 mod types;
 
 pub use types::*;
 
-use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::backend::Backend;
 use crate::engine::FinishReason;
 use crate::error::{Error, Result};
 use crate::kv::prefix::{chain_hashes, PrefixCache};
@@ -36,6 +37,12 @@ pub struct SchedulerConfig {
     pub max_context: usize,
     /// A deliberately broken behaviour, for gate canaries only.
     pub canary: Option<SchedCanary>,
+    /// Speculate only while at most this many sequences run (verify rows compete with other
+    /// sequences' decode rows for the step).
+    pub spec_max_running: usize,
+    /// Stop speculating for a sequence whose acceptance rate (moving average) falls below this;
+    /// it probes again every 16 steps.
+    pub spec_min_acceptance: f32,
 }
 
 impl Default for SchedulerConfig {
@@ -46,6 +53,8 @@ impl Default for SchedulerConfig {
             queue_capacity: 256,
             max_context: 8192,
             canary: None,
+            spec_max_running: 8,
+            spec_min_acceptance: 0.1,
         }
     }
 }
@@ -196,6 +205,13 @@ struct Seq {
     pending: Option<Vec<f32>>,
     /// Admission order (for choosing preemption victims).
     order: u64,
+    /// Speculative draft tokens proposed and accepted for this choice.
+    drafted: u32,
+    accepted: u32,
+    /// Moving average of the fraction of drafts accepted, and steps left before a probe when
+    /// speculation is paused.
+    accept_rate: f32,
+    spec_pause: u32,
 }
 
 struct Core {
@@ -305,6 +321,10 @@ impl Core {
                     hashed: Vec::new(),
                     pending: None,
                     order: 0,
+                    drafted: 0,
+                    accepted: 0,
+                    accept_rate: 1.0,
+                    spec_pause: 0,
                 };
                 self.reqs.insert(
                     id,
@@ -503,100 +523,6 @@ impl Core {
         self.waiting.push_front(s);
     }
 
-    fn step(&mut self) -> Result<()> {
-        self.admit();
-        // Forked choices sample from the prompt's logits first.
-        let mut i = 0;
-        while i < self.running.len() {
-            if let Some(l) = self.running[i].pending.take() {
-                if !self.sample_into(i, &l) {
-                    continue;
-                }
-            }
-            i += 1;
-        }
-        // Plan: decode rows first, then prefill chunks, within the token budget.
-        let mut budget = self.cfg.max_batch_tokens;
-        let mut plan: Vec<(u64, usize)> = Vec::new(); // (sequence order key, tokens to feed)
-        let mut order: Vec<usize> = (0..self.running.len()).collect();
-        order.sort_by_key(|&i| {
-            (
-                self.running[i].tokens.len() - self.running[i].computed > 1,
-                self.running[i].order,
-            )
-        });
-        let keys: Vec<u64> = order.iter().map(|&i| self.running[i].order).collect();
-        for key in keys {
-            if budget == 0 {
-                break;
-            }
-            let Some(i) = self.running.iter().position(|s| s.order == key) else {
-                continue;
-            };
-            let s = &self.running[i];
-            let n = (s.tokens.len() - s.computed).min(budget);
-            if n == 0 {
-                continue;
-            }
-            if self.reserve(i, n) {
-                budget -= n;
-                plan.push((key, n));
-            }
-        }
-        plan.retain(|(k, _)| self.running.iter().any(|s| s.order == *k));
-        if plan.is_empty() {
-            return Ok(());
-        }
-        let idx: Vec<usize> = plan
-            .iter()
-            .map(|(k, _)| {
-                self.running
-                    .iter()
-                    .position(|s| s.order == *k)
-                    .expect("kept")
-            })
-            .collect();
-        let chunks: Vec<SeqChunk<'_>> = idx
-            .iter()
-            .zip(&plan)
-            .map(|(&i, &(_, n))| {
-                let s = &self.running[i];
-                SeqChunk {
-                    tokens: &s.tokens[s.computed..s.computed + n],
-                    start_pos: s.computed,
-                    block_table: &s.table.blocks,
-                    logits: if s.computed + n == s.tokens.len() {
-                        LogitsWanted::Last
-                    } else {
-                        LogitsWanted::None
-                    },
-                }
-            })
-            .collect();
-        let wants: Vec<bool> = chunks
-            .iter()
-            .map(|c| c.logits == LogitsWanted::Last)
-            .collect();
-        let mut rows = self.backend.forward(&chunks)?.into_iter();
-        drop(chunks);
-        let mut sampled: Vec<(u64, Vec<f32>)> = Vec::new();
-        for ((&i, &(key, n)), want) in idx.iter().zip(&plan).zip(wants) {
-            self.running[i].computed += n;
-            self.index_full_blocks(i);
-            if want {
-                sampled.push((key, rows.next().expect("row per wanted chunk")));
-            }
-        }
-        for (key, logits) in sampled {
-            let Some(i) = self.running.iter().position(|s| s.order == key) else {
-                continue;
-            };
-            self.fork_choices(i, &logits);
-            self.sample_into(i, &logits);
-        }
-        Ok(())
-    }
-
     /// Puts newly completed blocks of sequence `i` into the prefix cache.
     fn index_full_blocks(&mut self, i: usize) {
         let bs = self.bm.block_size();
@@ -643,18 +569,24 @@ impl Core {
                 hashed: hashed.clone(),
                 pending: Some(logits.to_vec()),
                 order,
+                drafted: 0,
+                accepted: 0,
+                accept_rate: 1.0,
+                spec_pause: 0,
             });
         }
     }
 
     /// Samples the next token of sequence `i`, emits it, and retires the sequence when it
-    /// finishes. Returns false if the sequence was removed.
-    fn sample_into(&mut self, i: usize, logits: &[f32]) -> bool {
+    /// finishes. Returns the token while the sequence lives on, `None` once it was removed.
+    /// `draft` is the speculative draft token at this position, if any (used only by the
+    /// acceptance-threshold canary: the real rule compares it with the returned token).
+    fn sample_into(&mut self, i: usize, logits: &[f32], draft: Option<u32>) -> Option<u32> {
         let s = &self.running[i];
         let Some(r) = self.reqs.get(&s.req) else {
             let mut s = self.running.swap_remove(i);
             self.bm.free_table(&mut s.table);
-            return false;
+            return None;
         };
         let p = &r.s.params;
         let (prompt, output) = s.tokens.split_at(s.prompt_len);
@@ -666,6 +598,17 @@ impl Core {
             sample::choose_with_uniform(&processed, p, || sample::rng::uniform(p.seed, 0, k))
         } else {
             sample::choose(&processed, p, s.choice, pos)
+        };
+        let token = match draft {
+            Some(d) if self.cfg.canary == Some(SchedCanary::AcceptByThreshold) => {
+                let (lp, _) = sample::logprobs(&processed, d, 0);
+                if lp.exp() >= 0.1 {
+                    d
+                } else {
+                    token
+                }
+            }
+            _ => token,
         };
         let (req, choice) = (s.req, s.choice);
         let finish = if r.s.stop_ids.contains(&token) {
@@ -707,19 +650,21 @@ impl Core {
         });
         let dead = r.dead;
         if finish.is_none() && !dead {
-            return true;
+            return Some(token);
         }
         let mut s = self.running.swap_remove(i);
         self.bm.free_table(&mut s.table);
         if dead {
             self.drop_request(req);
-            return false;
+            return None;
         }
         self.emit(
             req,
             Event::Finished {
                 choice,
                 reason: finish.expect("checked"),
+                drafted: s.drafted,
+                accepted: s.accepted,
             },
         );
         let r = self.reqs.get_mut(&req).expect("live");
@@ -728,6 +673,6 @@ impl Core {
             self.emit(req, Event::Done);
             self.reqs.remove(&req);
         }
-        false
+        None
     }
 }

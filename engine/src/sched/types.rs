@@ -26,6 +26,9 @@ pub struct Submit {
     pub tenant: String,
     /// Attach the full logits row behind each token to its event (for gates; costs a copy).
     pub return_logits: bool,
+    /// Speculative decoding for this request (`None` = plain decode). Output is identical either
+    /// way; the scheduler's policy may still decode plainly at any step.
+    pub spec: Option<crate::spec::SpecParams>,
     /// Receives the request's events in order. Returns false once nobody listens (the client
     /// went away): the scheduler then cancels the request and frees its blocks.
     pub events: Box<dyn FnMut(Event) -> bool + Send>,
@@ -59,8 +62,13 @@ pub enum Event {
         /// The logits row the token was chosen from, when `return_logits` was set.
         logits: Option<std::sync::Arc<Vec<f32>>>,
     },
-    /// Choice `choice` ended.
-    Finished { choice: u32, reason: FinishReason },
+    /// Choice `choice` ended; `drafted` and `accepted` count speculative draft tokens.
+    Finished {
+        choice: u32,
+        reason: FinishReason,
+        drafted: u32,
+        accepted: u32,
+    },
     /// Every choice has finished.
     Done,
     /// The request failed (e.g. the prompt does not fit in the KV cache at all).
@@ -98,6 +106,11 @@ pub struct Stats {
     pub prefix_hit_tokens: u64,
     /// Sequences preempted (and later recomputed) since start.
     pub preemptions: u64,
+    /// Speculative draft tokens proposed and accepted since start.
+    pub spec_drafted: u64,
+    pub spec_accepted: u64,
+    /// Accepted drafts by position in the draft (index 0 = first draft token).
+    pub spec_accepted_at: Vec<u64>,
 }
 
 /// Deliberately broken scheduler behaviours. They exist only so the gates can prove they would
@@ -110,4 +123,7 @@ pub enum SchedCanary {
     NoCopyOnWrite,
     /// A prefix-cache hit's block table is off by one block (the hit blocks rotated by one).
     PrefixOffByOne,
+    /// Speculative verify accepts a draft token whose probability is at least 0.1 instead of
+    /// requiring it to equal the target's choice.
+    AcceptByThreshold,
 }

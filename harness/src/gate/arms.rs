@@ -140,6 +140,7 @@ pub struct Job {
     pub params: SamplingParams,
     pub n: u32,
     pub tenant: String,
+    pub spec: Option<memra_engine::spec::SpecParams>,
 }
 
 /// Fast arm: the jobs through the continuous-batching scheduler. With `staggered`, job i is
@@ -170,6 +171,7 @@ pub fn scheduled(
             logprobs: None,
             tenant: j.tenant.clone(),
             return_logits: true,
+            spec: j.spec,
             events: Box::new(move |e| tx.send(e).is_ok()),
         })
         .map_err(|e| anyhow!("submit: {e}"))?;

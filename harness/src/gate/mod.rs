@@ -332,6 +332,7 @@ fn run_one(
             Canary::SharedRng => Some(SchedCanary::SharedRng),
             Canary::NoCopyOnWrite => Some(SchedCanary::NoCopyOnWrite),
             Canary::PrefixOffByOne => Some(SchedCanary::PrefixOffByOne),
+            Canary::AcceptByThreshold => Some(SchedCanary::AcceptByThreshold),
             _ => None,
         }
     };
@@ -359,6 +360,7 @@ fn run_one(
                 params: params(g, i),
                 n,
                 tenant: "gate".into(),
+                spec: None,
             })
             .collect()
     };
@@ -424,6 +426,7 @@ fn run_one(
                         params: params(g, i),
                         n: 1,
                         tenant: format!("gate{i}"),
+                        spec: None,
                     });
                 }
                 cold_prompts.push((base, i));
@@ -498,6 +501,87 @@ fn run_one(
                 compare(&reference, &fast, true),
             )
         }
+        Kind::Speculative => {
+            // Reference: every request plain, greedy and seeded. Fast: the odd requests
+            // speculate, in the same batch as the even (plain) ones.
+            let mut compared = 0;
+            let sampling_sets: Vec<bool> = if g.sampling.is_some() {
+                vec![false, true]
+            } else {
+                vec![false]
+            };
+            for &sampled in &sampling_sets {
+                let pick = |i: usize| {
+                    if sampled {
+                        params(g, i)
+                    } else {
+                        SamplingParams::greedy()
+                    }
+                };
+                let base: Vec<Job> = ps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| Job {
+                        prompt: p.clone(),
+                        params: pick(i),
+                        n: 1,
+                        tenant: format!("g{i}"),
+                        spec: None,
+                    })
+                    .collect();
+                let (reference, _) = scheduled(
+                    model,
+                    &base,
+                    g.max_tokens,
+                    sched_config(64, None),
+                    false,
+                    Submission::AllAtOnce,
+                )?;
+                for d in &g.drafters {
+                    for &k in &g.ks {
+                        let sp = memra_engine::spec::SpecParams::parse(d, k)
+                            .map_err(anyhow::Error::msg)?;
+                        let jobs: Vec<Job> = ps
+                            .iter()
+                            .enumerate()
+                            .map(|(i, p)| Job {
+                                prompt: p.clone(),
+                                params: pick(i),
+                                n: 1,
+                                tenant: format!("g{i}"),
+                                spec: (i % 2 == 1).then_some(sp),
+                            })
+                            .collect();
+                        let (fast, _) = scheduled(
+                            model,
+                            &jobs,
+                            g.max_tokens,
+                            sched_config(64, sched_canary),
+                            split,
+                            Submission::AllAtOnce,
+                        )?;
+                        let (n, d_) = compare(&reference, &fast, true);
+                        compared += n;
+                        if d_.is_some() {
+                            let mut o = Outcome::from_compare("", (compared, d_));
+                            o.detail = format!(
+                                "{d} k={k} {}: {}",
+                                if sampled { "seeded" } else { "greedy" },
+                                o.detail
+                            );
+                            return Ok(o);
+                        }
+                    }
+                }
+            }
+            Outcome::from_compare(
+                &format!(
+                    "drafters {:?} at k {:?}, greedy and seeded, bit-identical to plain decode",
+                    g.drafters, g.ks
+                ),
+                (compared, None),
+            )
+        }
         Kind::HfParity | Kind::TokenizerParity | Kind::Serving => unreachable!("handled above"),
     })
 }
@@ -512,5 +596,10 @@ fn expected_canary(k: Kind) -> &'static [Canary] {
         Kind::HfParity => &[Canary::PerturbedRopeBase],
         Kind::TokenizerParity => &[Canary::WrongPreTokenizer],
         Kind::Serving => &[Canary::SharedRng],
+        Kind::Speculative => &[
+            Canary::AcceptByThreshold,
+            Canary::SharedRng,
+            Canary::ShapeDependentSplit,
+        ],
     }
 }

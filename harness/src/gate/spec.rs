@@ -36,6 +36,12 @@ pub struct GateSpec {
     /// Choices for `n_choices`.
     #[serde(default = "default_n")]
     pub n: u32,
+    /// Drafters for `speculative` (`ngram[:N]`, `layerskip:L`).
+    #[serde(default)]
+    pub drafters: Vec<String>,
+    /// Draft lengths K for `speculative`.
+    #[serde(default)]
+    pub ks: Vec<usize>,
     /// Comparison level.
     pub level: Level,
     /// Bound for `tolerance` (max |Δlogit| over the reference's top-20).
@@ -105,6 +111,9 @@ pub enum Kind {
     TokenizerParity,
     /// Streams from a running `memra serve`, one at a time vs all at once, byte-compared.
     Serving,
+    /// Level A (f): speculative decoding (each drafter, each K, greedy and seeded, in a batch
+    /// with plain requests) vs plain decode.
+    Speculative,
 }
 
 /// Comparison levels (DESIGN.md §3).
@@ -137,6 +146,8 @@ pub enum Canary {
     PerturbedRopeBase,
     /// The GGUF pre-tokenizer ignored (GPT-2 regex for BPE, flipped space prefix for SentencePiece).
     WrongPreTokenizer,
+    /// Speculative verify accepts drafts by a probability threshold instead of equality.
+    AcceptByThreshold,
 }
 
 #[derive(Deserialize)]
@@ -185,6 +196,7 @@ mod tests {
             Kind::HfParity,
             Kind::TokenizerParity,
             Kind::Serving,
+            Kind::Speculative,
         ] {
             assert!(gates.iter().any(|g| g.kind == kind), "{kind:?}");
         }

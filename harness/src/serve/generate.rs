@@ -59,17 +59,25 @@ pub struct Usage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     pub cached_tokens: usize,
+    /// Speculative draft tokens proposed and accepted (memra extension; reported when drafted).
+    pub spec_drafted: u64,
+    pub spec_accepted: u64,
 }
 
 impl Usage {
     /// The OpenAI `usage` object.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-        })
+        });
+        if self.spec_drafted > 0 {
+            v["speculative"] =
+                serde_json::json!({"drafted": self.spec_drafted, "accepted": self.spec_accepted});
+        }
+        v
     }
 }
 
@@ -144,6 +152,7 @@ impl Generation {
                 logprobs,
                 tenant: opts.tenant.clone(),
                 return_logits: false,
+                spec: opts.spec,
                 events: Box::new(move |ev| tx.send((p, ev)).is_ok()),
             };
             if let Err(e) = model.handle.submit(submit) {
@@ -218,7 +227,16 @@ impl Generation {
                     logprob,
                     ..
                 } => self.on_token(p, choice as usize, token, logprob),
-                Event::Finished { choice, reason } => self.on_finished(p, choice as usize, reason),
+                Event::Finished {
+                    choice,
+                    reason,
+                    drafted,
+                    accepted,
+                } => {
+                    self.usage.spec_drafted += drafted as u64;
+                    self.usage.spec_accepted += accepted as u64;
+                    self.on_finished(p, choice as usize, reason)
+                }
                 Event::Done => {
                     self.prompt_done[p] = true;
                     Vec::new()

@@ -28,6 +28,9 @@ pub struct Metrics {
     kv_cached: IntGaugeVec,
     prefix_hits: IntCounterVec,
     preemptions: IntCounterVec,
+    spec_drafted: IntCounterVec,
+    spec_accepted: IntCounterVec,
+    spec_accepted_at: IntCounterVec,
     /// Serializes scrapes (cumulative engine counters are advanced by their difference).
     scrape: Mutex<()>,
 }
@@ -118,6 +121,24 @@ impl Metrics {
                 "Sequences preempted (and recomputed).",
                 &["model"],
             ),
+            spec_drafted: counter(
+                &r,
+                "memra_spec_drafted_tokens_total",
+                "Speculative draft tokens proposed.",
+                &["model"],
+            ),
+            spec_accepted: counter(
+                &r,
+                "memra_spec_accepted_tokens_total",
+                "Speculative draft tokens accepted.",
+                &["model"],
+            ),
+            spec_accepted_at: counter(
+                &r,
+                "memra_spec_accepted_by_position_total",
+                "Accepted draft tokens by position in the draft (0 = first); acceptance rate at a position = this / verifies that drafted that far.",
+                &["model", "position"],
+            ),
             registry: r,
             scrape: Mutex::new(()),
         }
@@ -144,6 +165,16 @@ impl Metrics {
             hits.inc_by(s.prefix_hit_tokens.saturating_sub(hits.get()));
             let pre = self.preemptions.with_label_values(&l);
             pre.inc_by(s.preemptions.saturating_sub(pre.get()));
+            let d = self.spec_drafted.with_label_values(&l);
+            d.inc_by(s.spec_drafted.saturating_sub(d.get()));
+            let a = self.spec_accepted.with_label_values(&l);
+            a.inc_by(s.spec_accepted.saturating_sub(a.get()));
+            for (pos, &n) in s.spec_accepted_at.iter().enumerate() {
+                let c = self
+                    .spec_accepted_at
+                    .with_label_values(&[m.id.as_str(), pos.to_string().as_str()]);
+                c.inc_by(n.saturating_sub(c.get()));
+            }
         }
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {

@@ -217,6 +217,7 @@ fn load_models(
             queue_capacity: cfg.serve.queue_capacity,
             max_context: max_model_len,
             canary: SCHED_CANARY.get().copied().flatten(),
+            ..Default::default()
         };
         let handle = SchedulerHandle::spawn(make, sc)
             .with_context(|| format!("starting the engine for {alias}"))?;

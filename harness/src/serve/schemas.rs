@@ -46,6 +46,7 @@ pub const SUPPORTED_PARAMETERS: &[&str] = &[
     "stream_options",
     "user",
     "ignore_eos",
+    "speculative",
 ];
 
 /// Parses a JSON body into `T`; malformed JSON and schema violations are 400s naming the
@@ -138,6 +139,8 @@ pub struct ChatRequest {
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
     pub ignore_eos: Option<bool>,
+    /// memra extension: `"off"` or `{"method", "k"}` (see [`Common::speculative`]).
+    pub speculative: Option<Value>,
     // Known to OpenAI, not implemented yet: rejected by name.
     pub tools: Option<Value>,
     pub tool_choice: Option<Value>,
@@ -179,6 +182,8 @@ pub struct CompletionRequest {
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
     pub ignore_eos: Option<bool>,
+    /// memra extension: `"off"` or `{"method", "k"}` (see [`Common::speculative`]).
+    pub speculative: Option<Value>,
     /// Accepted only when it changes nothing (equal to `n`).
     pub best_of: Option<i64>,
     pub suffix: Option<Value>,
@@ -223,6 +228,8 @@ pub struct Common {
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
     pub ignore_eos: Option<bool>,
+    /// memra extension: `"off"` or `{"method": "ngram" | "ngram:N" | "layerskip:L", "k": K}`.
+    pub speculative: Option<Value>,
 }
 
 impl ChatRequest {
@@ -244,6 +251,7 @@ impl ChatRequest {
             stream_options: self.stream_options.clone(),
             user: self.user.clone(),
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative.clone(),
         }
     }
 
@@ -287,6 +295,7 @@ impl CompletionRequest {
             stream_options: self.stream_options.clone(),
             user: self.user.clone(),
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative.clone(),
         }
     }
 }
@@ -302,6 +311,8 @@ pub struct Options {
     pub include_usage: bool,
     /// Prefix-cache namespace.
     pub tenant: String,
+    /// Speculative decoding requested for this request.
+    pub spec: Option<memra_engine::spec::SpecParams>,
 }
 
 fn in_range(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Result<f32, ApiError> {
@@ -448,7 +459,41 @@ impl Common {
             stream,
             include_usage,
             tenant: self.user.clone().unwrap_or_default(),
+            spec: parse_speculative(self.speculative.as_ref())?,
         })
+    }
+}
+
+/// The `speculative` extension: absent or `"off"` = plain decode; otherwise a method and K.
+fn parse_speculative(
+    v: Option<&Value>,
+) -> Result<Option<memra_engine::spec::SpecParams>, ApiError> {
+    let bad = |m: String| ApiError::invalid("speculative", m);
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s == "off" => Ok(None),
+        Some(Value::Object(o)) => {
+            if let Some(k) = o.keys().find(|k| *k != "method" && *k != "k") {
+                return Err(bad(format!("unknown field `speculative.{k}` (method, k)")));
+            }
+            let method = o
+                .get("method")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("`speculative.method` must be a string".into()))?;
+            let k = match o.get("k") {
+                None => 4,
+                Some(v) => v
+                    .as_u64()
+                    .ok_or_else(|| bad("`speculative.k` must be a positive integer".into()))?
+                    as usize,
+            };
+            memra_engine::spec::SpecParams::parse(method, k)
+                .map(Some)
+                .map_err(bad)
+        }
+        Some(_) => Err(bad(
+            "`speculative` must be \"off\" or {\"method\", \"k\"}".into()
+        )),
     }
 }
 

@@ -160,7 +160,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn forward(&mut self, batch: &[SeqChunk<'_>]) -> Result<Vec<Vec<f32>>> {
+    fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>> {
         let model = self.model.clone();
         let c = &model.config;
         let (h, hd, nh, nkv) = (c.hidden_size, c.head_dim, c.n_heads, c.n_kv_heads);
@@ -206,7 +206,7 @@ impl Backend for CpuBackend {
             .iter()
             .map(|r| self.slot(batch[r.chunk].block_table, r.pos))
             .collect();
-        for (li, layer) in model.layers.iter().enumerate() {
+        for (li, layer) in model.layers.iter().enumerate().take(n_layers) {
             // Attention block.
             let xn = ops::rms_norm_rows(&x, &layer.attn_norm, c.rms_eps);
             let mut q = self.mm(&*layer.wq, &xn, t);

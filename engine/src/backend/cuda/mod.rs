@@ -1,0 +1,203 @@
+//! The CUDA backend's foundation: opening a device through cudarc's driver API (loaded at run
+//! time, so the binary runs on machines with no CUDA at all), compiling `kernels/*.cu` with NVRTC
+//! for that device on first use, and launching them. The full [`crate::backend::Backend`] forward
+//! comes later; [`selfcheck`] checks each kernel against the CPU reference today.
+
+pub mod compile;
+pub mod ops;
+pub mod selfcheck;
+
+use crate::error::{Error, Result};
+use compile::{ImageKind, KernelOptions};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The message for a machine without libcuda.
+pub const NO_DRIVER: &str = "no CUDA driver found; use --backend cpu";
+
+/// True when libcuda can be loaded (cudarc panics, rather than erring, when it cannot).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda by its usual names.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Maps a driver error to the engine's error.
+pub(crate) fn drv(e: cudarc::driver::DriverError) -> Error {
+    Error::Unsupported(format!("CUDA driver: {e}"))
+}
+
+/// Facts about one device, read when it is opened.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Marketing name ("NVIDIA H200").
+    pub name: String,
+    /// Compute capability (major, minor), e.g. (9, 0).
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub sm_count: i32,
+    /// Device memory, bytes.
+    pub total_mem: usize,
+    /// Free device memory when opened, bytes.
+    pub free_mem: usize,
+    /// Driver's CUDA version as the driver API reports it (13000 = 13.0).
+    pub driver_version: i32,
+    /// The NVRTC target for this device (`sm_90a` on H100/H200).
+    pub arch: String,
+}
+
+impl DeviceInfo {
+    /// `"13.0"` from 13000.
+    pub fn driver_version_string(&self) -> String {
+        format!(
+            "{}.{}",
+            self.driver_version / 1000,
+            (self.driver_version % 1000) / 10
+        )
+    }
+}
+
+/// An open device: a context, its default stream, and the kernel modules compiled so far.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    opts: KernelOptions,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal` with default kernel options. Without libcuda this is an
+    /// [`Error::Unsupported`] saying "no CUDA driver found; use --backend cpu", never a panic.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with(ordinal, KernelOptions::default())
+    }
+
+    /// Opens device `ordinal`; `opts` sets the CUDA include path, tuned defines and cache dir.
+    pub fn open_with(ordinal: usize, opts: KernelOptions) -> Result<Self> {
+        if !driver_present() {
+            return Err(Error::Unsupported(NO_DRIVER.into()));
+        }
+        let count = CudaContext::device_count().map_err(drv)?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::InvalidArgument(format!(
+                "CUDA device {ordinal} requested, {count} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv)?;
+        let stream = ctx.default_stream();
+        let cc = ctx.compute_capability().map_err(drv)?;
+        let sm_count = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(drv)?;
+        let (free_mem, total_mem) = ctx.mem_get_info().map_err(drv)?;
+        let mut driver_version = 0;
+        // SAFETY: the driver library is loaded (the context exists); the out-pointer is valid.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(drv)?;
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name().map_err(drv)?,
+            compute_capability: cc,
+            sm_count,
+            total_mem,
+            free_mem,
+            driver_version,
+            arch: compile::arch_for(cc.0, cc.1),
+        };
+        Ok(CudaDevice {
+            ctx,
+            stream,
+            info,
+            opts,
+            modules: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The facts read at open.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The compile options in use.
+    pub fn kernel_options(&self) -> &KernelOptions {
+        &self.opts
+    }
+
+    /// The stream every op of this device is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A tuned constant from the options' defines, or `default` (the value the `.cu` file assumes
+    /// when the define is absent).
+    pub fn define(&self, name: &str, default: u32) -> u32 {
+        self.opts
+            .defines
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// Function `func` of kernel file `file` (`"norm.cu"`), compiling (or loading from the disk
+    /// cache) and loading the module on first use.
+    pub fn function(&self, file: &str, func: &str) -> Result<CudaFunction> {
+        let k = compile::kernel(file)?;
+        let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let module = match mods.get(k.name) {
+            Some(m) => m.clone(),
+            None => {
+                let c = compile::compile(k, &self.info.arch, ImageKind::Cubin, &self.opts)?;
+                let m = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_binary(c.image))
+                    .map_err(|e| {
+                        Error::Unsupported(format!(
+                            "loading {} for {}: {e}",
+                            k.name, self.info.arch
+                        ))
+                    })?;
+                mods.insert(k.name, m.clone());
+                m
+            }
+        };
+        module
+            .load_function(func)
+            .map_err(|e| Error::Unsupported(format!("{file}: function {func}: {e}")))
+    }
+
+    /// Waits for all queued work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(drv)
+    }
+
+    /// Measured device-to-device copy bandwidth in GB/s (bytes read plus bytes written per
+    /// second), over `bytes`-sized buffers: the best of `reps` timings of 8 back-to-back copies,
+    /// after one warm-up copy.
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let src = self.stream.alloc_zeros::<u8>(bytes).map_err(drv)?;
+        let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(drv)?;
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(drv)?;
+        self.synchronize()?;
+        let mut best = f64::MAX;
+        for _ in 0..reps.max(1) {
+            let t = std::time::Instant::now();
+            for _ in 0..8 {
+                self.stream.memcpy_dtod(&src, &mut dst).map_err(drv)?;
+            }
+            self.synchronize()?;
+            best = best.min(t.elapsed().as_secs_f64() / 8.0);
+        }
+        Ok(2.0 * bytes as f64 / best / 1e9)
+    }
+}

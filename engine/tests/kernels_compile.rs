@@ -1,0 +1,173 @@
+//! CI kernel-compile test (no GPU needed): NVRTC from the PyPI wheels `nvidia-cuda-nvrtc==13.0.88`
+//! (libnvrtc) and `nvidia-cuda-runtime==13.0.96` (headers) compiles every `kernels/*.cu` for every
+//! architecture we ship to, and prints each kernel's registers and spills for sm_90a.
+//!
+//! NVRTC is found through `MEMRA_NVRTC_DIR` (a directory with `lib/libnvrtc.so.13` and
+//! `include/cuda_fp16.h`), else `<site-packages>/nvidia/cu13` from `python3`. The loader reads
+//! `LD_LIBRARY_PATH` only at process start, so when it lacks `<dir>/lib` the test re-runs itself
+//! with it set. A missing NVRTC is a failure, never a skip.
+
+use memra_engine::backend::cuda::compile::{
+    compile, compile_uncached, nvrtc_available, nvrtc_version, parse_ptxas_report, ImageKind,
+    KernelOptions, KernelSource, KERNELS,
+};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+const ARCHS: [&str; 4] = ["sm_90a", "sm_120a", "sm_89", "sm_80"];
+const REEXEC: &str = "MEMRA_NVRTC_TEST_CHILD";
+
+fn nvrtc_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MEMRA_NVRTC_DIR") {
+        return PathBuf::from(d);
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))",
+        ])
+        .output()
+        .expect("python3 must run to locate the nvidia-cuda-nvrtc wheel");
+    assert!(
+        out.status.success(),
+        "cannot import the `nvidia` package: pip install nvidia-cuda-nvrtc==13.0.88 \
+         nvidia-cuda-runtime==13.0.96 (or set MEMRA_NVRTC_DIR)\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Returns the NVRTC dir when this process can load libnvrtc; otherwise re-runs `test` in a child
+/// with `LD_LIBRARY_PATH` set, asserts it passed, and returns `None`.
+fn nvrtc_or_reexec(test: &str) -> Option<PathBuf> {
+    let dir = nvrtc_dir();
+    let lib = dir.join("lib");
+    assert!(
+        lib.join("libnvrtc.so.13").is_file(),
+        "{} has no libnvrtc.so.13: pip install nvidia-cuda-nvrtc==13.0.88",
+        lib.display()
+    );
+    assert!(
+        dir.join("include/cuda_fp16.h").is_file(),
+        "{} has no cuda_fp16.h: pip install nvidia-cuda-runtime==13.0.96",
+        dir.join("include").display()
+    );
+    let ld = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    if std::env::var_os(REEXEC).is_some() || std::env::split_paths(&ld).any(|p| p == lib) {
+        assert!(
+            nvrtc_available(),
+            "libnvrtc cannot be loaded from {}",
+            lib.display()
+        );
+        return Some(dir);
+    }
+    let new_ld =
+        std::env::join_paths(std::iter::once(lib.clone()).chain(std::env::split_paths(&ld)))
+            .expect("LD_LIBRARY_PATH");
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env("LD_LIBRARY_PATH", new_ld)
+        .env(REEXEC, "1")
+        .output()
+        .expect("re-run the test binary");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{test} failed with libnvrtc from {}",
+        lib.display()
+    );
+    None
+}
+
+fn options(dir: &std::path::Path) -> KernelOptions {
+    KernelOptions {
+        include_paths: vec![dir.join("include")],
+        defines: BTreeMap::new(),
+        cache_dir: None,
+    }
+}
+
+#[test]
+fn every_kernel_compiles_for_every_arch() {
+    let Some(dir) = nvrtc_or_reexec("every_kernel_compiles_for_every_arch") else {
+        return;
+    };
+    let opts = options(&dir);
+    println!("NVRTC {:?} from {}", nvrtc_version(), dir.display());
+    let mut failures = Vec::new();
+    for k in KERNELS {
+        for arch in ARCHS {
+            for kind in [ImageKind::Ptx, ImageKind::Cubin] {
+                match compile_uncached(k, arch, kind, &opts) {
+                    Ok(c) => {
+                        assert!(!c.image.is_empty());
+                        if arch == "sm_90a" && kind == ImageKind::Cubin {
+                            let regs = parse_ptxas_report(&c.log);
+                            assert!(
+                                !regs.is_empty(),
+                                "no ptxas report for {}:\n{}",
+                                k.name,
+                                c.log
+                            );
+                            for r in regs {
+                                println!(
+                                    "sm_90a {:<10} {:<24} {:>3} registers, {:>3} B stack, \
+                                     spill {} B stores / {} B loads",
+                                    k.name,
+                                    r.function,
+                                    r.registers,
+                                    r.stack_frame,
+                                    r.spill_stores,
+                                    r.spill_loads
+                                );
+                            }
+                        }
+                    }
+                    Err(e) => failures.push(format!("{} {arch} {kind:?}: {e}", k.name)),
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "kernel compile failures:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn compile_errors_name_the_file_and_the_cache_round_trips() {
+    let Some(dir) = nvrtc_or_reexec("compile_errors_name_the_file_and_the_cache_round_trips")
+    else {
+        return;
+    };
+    let broken = KernelSource {
+        name: "broken.cu",
+        src: "#include \"common.cuh\"\nextern \"C\" __global__ void f(float* x) { x[0] = y; }\n",
+    };
+    let err = compile_uncached(&broken, "sm_90a", ImageKind::Ptx, &options(&dir))
+        .expect_err("undeclared identifier must fail")
+        .to_string();
+    assert!(
+        err.contains("broken.cu") && err.contains("identifier"),
+        "{err}"
+    );
+
+    let cache = tempfile::tempdir().expect("tempdir");
+    let mut opts = options(&dir);
+    opts.cache_dir = Some(cache.path().to_path_buf());
+    opts.defines.insert("LIN_TOKENS".into(), "4".into());
+    let k = &KERNELS[0];
+    let first = compile(k, "sm_80", ImageKind::Cubin, &opts).expect("compile");
+    let second = compile(k, "sm_80", ImageKind::Cubin, &opts).expect("cached");
+    assert!(!first.cached && second.cached && first.image == second.image);
+    opts.defines.insert("LIN_TOKENS".into(), "8".into());
+    assert!(
+        !compile(k, "sm_80", ImageKind::Cubin, &opts)
+            .expect("other key")
+            .cached
+    );
+    assert_eq!(std::fs::read_dir(cache.path()).expect("dir").count(), 2);
+}

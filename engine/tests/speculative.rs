@@ -1,0 +1,159 @@
+//! Speculative decoding changes nothing but speed: for n-gram and layer-skip drafters and
+//! K = 1..8, greedy and seeded sampling with filters and penalties, alone and in a batch, the
+//! logits at every position are bit-identical to plain decode and the tokens equal.
+
+mod common;
+
+use memra_engine::backend::cpu::CpuBackend;
+use memra_engine::loader::{self, LoadedModel};
+use memra_engine::sample::SamplingParams;
+use memra_engine::sched::{Event, SchedulerConfig, SchedulerHandle, Submit};
+use memra_engine::spec::SpecParams;
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+fn smol() -> &'static LoadedModel {
+    static M: OnceLock<LoadedModel> = OnceLock::new();
+    M.get_or_init(|| loader::load(&common::model_path("smollm2-135m-instruct")).unwrap())
+}
+
+/// Code-editing style prompt: the answer repeats much of the prompt, so n-gram drafts hit.
+const CODE: &str = "Rename the variable `total` to `sum` in this function:\n\ndef add_all(values):\n    total = 0\n    for v in values:\n        total = total + v\n    return total\n\nHere is the function with `total` renamed to `sum`:\n\ndef add_all(values):\n";
+
+type Out = (Vec<u32>, Vec<Arc<Vec<f32>>>, u32, u32);
+
+fn run(reqs: &[(String, SamplingParams, Option<SpecParams>)], max_tokens: usize) -> Vec<Out> {
+    let model = smol().model.clone();
+    let h = SchedulerHandle::spawn(
+        Box::new(move || Ok(Box::new(CpuBackend::new(model, 256, 16)) as _)),
+        SchedulerConfig {
+            max_batch_tokens: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let rxs: Vec<Receiver<Event>> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, (text, params, spec))| {
+            let (tx, rx) = channel();
+            h.submit(Submit {
+                id: i as u64,
+                prompt: smol().tokenizer.encode(text, true).unwrap(),
+                params: params.clone(),
+                max_tokens,
+                stop_ids: vec![],
+                n: 1,
+                logprobs: None,
+                tenant: format!("t{i}"),
+                return_logits: true,
+                spec: *spec,
+                events: Box::new(move |e| tx.send(e).is_ok()),
+            })
+            .unwrap();
+            rx
+        })
+        .collect();
+    let outs = rxs
+        .iter()
+        .map(|rx| {
+            let mut out: Out = (vec![], vec![], 0, 0);
+            loop {
+                match rx.recv_timeout(Duration::from_secs(120)).unwrap() {
+                    Event::Token { token, logits, .. } => {
+                        out.0.push(token);
+                        out.1.push(logits.unwrap());
+                    }
+                    Event::Finished {
+                        drafted, accepted, ..
+                    } => {
+                        out.2 = drafted;
+                        out.3 = accepted;
+                    }
+                    Event::Done => return out,
+                    Event::Error(e) => panic!("{e}"),
+                    Event::Started { .. } => {}
+                }
+            }
+        })
+        .collect();
+    h.shutdown();
+    outs
+}
+
+fn bits(v: &[Arc<Vec<f32>>]) -> Vec<Vec<u32>> {
+    v.iter()
+        .map(|r| r.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+fn seeded() -> SamplingParams {
+    SamplingParams {
+        temperature: 0.7,
+        top_p: 0.9,
+        top_k: 40,
+        min_p: 0.05,
+        repetition_penalty: 1.05,
+        presence_penalty: 0.1,
+        frequency_penalty: 0.1,
+        seed: 21,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn ngram_k1_to_8_equals_plain_decode() {
+    let n = 24;
+    for params in [SamplingParams::greedy(), seeded()] {
+        let plain = run(&[(CODE.to_string(), params.clone(), None)], n);
+        let mut accepted = 0;
+        for k in 1..=8 {
+            let spec = SpecParams::parse("ngram", k).unwrap();
+            let got = run(&[(CODE.to_string(), params.clone(), Some(spec))], n);
+            assert_eq!(got[0].0, plain[0].0, "k={k} tokens");
+            assert_eq!(bits(&got[0].1), bits(&plain[0].1), "k={k} logits bits");
+            assert!(got[0].2 >= got[0].3);
+            accepted += got[0].3;
+        }
+        if params.temperature == 0.0 {
+            assert!(
+                accepted > 0,
+                "greedy n-gram drafts were accepted on the code-editing prompt"
+            );
+        }
+    }
+}
+
+#[test]
+fn layer_skip_and_batched_speculation_equal_plain_decode() {
+    let n = 12;
+    let others = ["The capital of France is", "Once upon a time", "1, 2, 3,"];
+    for params in [SamplingParams::greedy(), seeded()] {
+        let mut reqs: Vec<(String, SamplingParams, Option<SpecParams>)> = others
+            .iter()
+            .map(|t| (t.to_string(), params.clone(), None))
+            .collect();
+        reqs.push((CODE.to_string(), params.clone(), None));
+        let plain = run(&reqs, n);
+        for spec in ["layerskip:15", "ngram:2"] {
+            for k in [1, 3, 8] {
+                let sp = SpecParams::parse(spec, k).unwrap();
+                // Speculating requests share the batch with plain ones.
+                let mut reqs2 = reqs.clone();
+                reqs2[1].2 = Some(sp);
+                reqs2[3].2 = Some(sp);
+                let got = run(&reqs2, n);
+                for (r, (a, b)) in plain.iter().zip(&got).enumerate() {
+                    assert_eq!(a.0, b.0, "{spec} k={k} request {r} tokens");
+                    assert_eq!(
+                        bits(&a.1),
+                        bits(&b.1),
+                        "{spec} k={k} request {r} logits bits"
+                    );
+                }
+                assert!(got[3].2 > 0, "{spec} k={k}: drafts were proposed");
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `memra probe`: what compute this machine has. With a CUDA device: name, compute capability, SMs,
+//! memory, driver, NVRTC target and measured device-to-device copy bandwidth; `--self-check` then
+//! compiles every kernel and checks it against the CPU reference. Without one: the CPU's cores and
+//! measured memory-copy bandwidth.
+
+use crate::config::Config;
+use anyhow::{bail, Result};
+use memra_engine::backend::cuda::{self, compile::KernelOptions, selfcheck, CudaDevice};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `memra probe`.
+#[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Compile every kernel and compare it with the CPU reference (needs a CUDA device).
+    #[arg(long)]
+    pub self_check: bool,
+    /// Directory with the CUDA headers (cuda_fp16.h, cuda_bf16.h) for NVRTC; repeatable
+    /// [default: $CUDA_HOME/include, /usr/local/cuda/include].
+    #[arg(long = "cuda-include")]
+    pub cuda_include: Vec<PathBuf>,
+}
+
+/// Runs the probe. Fails when `--self-check` finds a bad kernel, or is asked for with no device.
+pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
+    let want_cuda = cfg.backend != "cpu";
+    if want_cuda && cuda::driver_present() {
+        return probe_cuda(args);
+    }
+    if cfg.backend == "cuda" || args.self_check {
+        bail!("{}", cuda::NO_DRIVER);
+    }
+    probe_cpu();
+    Ok(())
+}
+
+fn probe_cuda(args: &ProbeArgs) -> Result<()> {
+    let mut opts = KernelOptions::default();
+    if !args.cuda_include.is_empty() {
+        opts.include_paths = args.cuda_include.clone();
+    }
+    let dev = CudaDevice::open_with(args.device, opts)?;
+    let i = dev.info();
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    println!("device        {} (ordinal {})", i.name, i.ordinal);
+    println!(
+        "compute       {}.{} -> NVRTC target {}",
+        i.compute_capability.0, i.compute_capability.1, i.arch
+    );
+    println!("SMs           {}", i.sm_count);
+    println!(
+        "memory        {:.1} GiB total, {:.1} GiB free",
+        gib(i.total_mem),
+        gib(i.free_mem)
+    );
+    println!("driver        CUDA {}", i.driver_version_string());
+    let nvrtc = cuda::compile::nvrtc_version();
+    println!(
+        "nvrtc         {}",
+        nvrtc.map_or("not found".to_string(), |(a, b)| format!("{a}.{b}"))
+    );
+    let inc = &dev.kernel_options().include_paths;
+    println!(
+        "cuda include  {}",
+        if inc.is_empty() {
+            "none found (pass --cuda-include)".to_string()
+        } else {
+            inc.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    if let Some(c) = &dev.kernel_options().cache_dir {
+        println!("kernel cache  {}", c.display());
+    }
+    let bw = dev.copy_bandwidth(1 << 30, 10)?;
+    println!(
+        "d2d copy      {:.0} GB/s (1 GiB buffers, read + write, best of 10)",
+        bw
+    );
+    if args.self_check {
+        let t = Instant::now();
+        let rows = selfcheck::run_all(&dev)?;
+        println!(
+            "\nkernel self-check vs CPU reference ({:.2} s incl. NVRTC compile)",
+            t.elapsed().as_secs_f64()
+        );
+        print!("{}", selfcheck::render(&rows));
+        if rows.iter().any(|r| !r.passed()) {
+            bail!("kernel self-check failed");
+        }
+    }
+    Ok(())
+}
+
+fn probe_cpu() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("device        cpu ({})", cuda::NO_DRIVER);
+    println!("cores         {cores}");
+    // One thread copying 256 MiB: a floor for what one decode thread can stream.
+    let n = 256usize << 20;
+    let src = vec![1u8; n];
+    let mut dst = vec![0u8; n];
+    dst.copy_from_slice(&src);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "memory copy   {:.1} GB/s (256 MiB, one thread, read + write, best of 5)",
+        2.0 * n as f64 / best / 1e9
+    );
+}

@@ -1,0 +1,21 @@
+// Gated activations of the MLP: out = act(gate) * up, element-wise (no reduction).
+#include "common.cuh"
+
+// SwiGLU: silu(g) * u with silu(g) = g / (1 + exp(-g)). gate, up, out: [len] f32 (out may alias
+// gate). Grid: (ceil(len / blockDim)).
+extern "C" __global__ void swiglu_f32(const float* gate, const float* up, float* out, int len) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= len) return;
+    const float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+// GeGLU with tanh-approximated GELU (Gemma): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u.
+// Same shapes and grid as swiglu_f32.
+extern "C" __global__ void gelu_tanh_gated_f32(const float* gate, const float* up, float* out, int len) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= len) return;
+    const float g = gate[i];
+    const float c = 0.7978846f;
+    out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
+}

@@ -1,0 +1,37 @@
+// RMSNorm with a fused residual add: one block of NORM_THREADS threads per row.
+//
+// Reduction order of a row's sum of squares: thread t accumulates elements t, t+NT, t+2NT, ... in
+// increasing index, then the block_sum tree of common.cuh. It depends on n and NORM_THREADS only,
+// never on the number of rows.
+#include "common.cuh"
+
+#ifndef NORM_THREADS
+#define NORM_THREADS 256
+#endif
+
+// h = x + residual (when `residual` is non-null; h is written back to `residual`), then
+// out = h / sqrt(mean(h^2) + eps) * w. x, residual, out: [rows, n] f32; w: [n] f32.
+// Grid: (rows); block: (NORM_THREADS). `out` may alias `x`.
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+rms_norm_residual_f32(const float* x, float* residual, const float* w, float* out, int n, float eps) {
+    __shared__ float scratch[NORM_THREADS / 32];
+    const size_t row = blockIdx.x;
+    const float* xr = x + row * n;
+    float* rr = residual ? residual + row * n : nullptr;
+    float* orow = out + row * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+        float h = xr[i];
+        if (rr) {
+            h += rr[i];
+            rr[i] = h;
+        }
+        ss += h * h;
+    }
+    const float total = block_sum<NORM_THREADS>(ss, scratch);
+    const float inv = 1.0f / sqrtf(total / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+        const float h = rr ? rr[i] : xr[i];
+        orow[i] = h * inv * w[i];
+    }
+}
