@@ -235,8 +235,15 @@ impl ConfigArgs {
         if !matches!(c.backend.as_str(), "cpu" | "cuda" | "auto") {
             anyhow::bail!("backend must be cpu, cuda or auto (got {:?})", c.backend);
         }
-        if c.kv_block_size == 0 || c.prefill_chunk == 0 {
-            anyhow::bail!("kv_block_size and prefill_chunk must be positive");
+        if c.kv_block_size == 0 || c.prefill_chunk == 0 || c.kv_cache_mib == 0 {
+            anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if c.threads > 4 * cores {
+            anyhow::bail!(
+                "threads = {} is more than 4x this machine's {cores} cores; use 0 for one per core",
+                c.threads
+            );
         }
         Ok(c)
     }

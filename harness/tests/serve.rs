@@ -673,3 +673,34 @@ fn speculative_extension_changes_nothing_but_reports_counts() {
             && m.contains("memra_spec_accepted_by_position_total")
     );
 }
+
+/// Wrong methods get 405 in the OpenAI error shape; a missing required field is named.
+#[test]
+fn method_not_allowed_and_missing_fields_are_named() {
+    let s = shared();
+    let (c, body) = s.get("/v1/chat/completions");
+    assert_eq!(c, 405);
+    let v: Value = serde_json::from_str(&body).expect("a JSON error body");
+    assert_eq!(v["error"]["code"], "method_not_allowed");
+    let (c, v) = s.post("/v1/chat/completions", &json!({"model": MODEL}));
+    assert_eq!(c, 400);
+    assert_eq!(v["error"]["param"], "messages", "{v}");
+    let (c, v) = s.post("/v1/completions", &json!({"max_tokens": 2}));
+    assert_eq!(c, 400);
+    assert_eq!(v["error"]["param"], "prompt", "{v}");
+    let (c, v) = s.post("/v1/completions", &json!({"prompt": "a", "stop": 5}));
+    assert_eq!(c, 400);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("string or a list of strings"),
+        "{v}"
+    );
+    let (c, v) = s.post("/v1/completions", &json!({"prompt": "a", "top_p": -1}));
+    assert_eq!(c, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("(0, 1]"),
+        "{v}"
+    );
+}

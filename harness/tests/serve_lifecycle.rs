@@ -422,3 +422,51 @@ fn several_models_under_aliases() {
     assert_eq!(c, 404);
     assert_eq!(e["error"]["code"], "model_not_found");
 }
+
+/// Requests still running when the drain deadline passes end with a 503 in the OpenAI error
+/// shape (a stream: an error event, then [DONE]), not a cut connection; then the server exits 0.
+#[test]
+fn drain_deadline_ends_requests_with_503() {
+    let mut s = Server::start(&["--drain-secs", "1"]);
+    let long = |stream: bool| {
+        chat_body(
+            "Count to ten thousand.",
+            json!({"max_tokens": 1000, "ignore_eos": true, "stream": stream}),
+        )
+    };
+    let r = s
+        .agent
+        .post(&s.url("/v1/chat/completions"))
+        .send_json(long(true))
+        .unwrap();
+    let mut lines = std::io::BufReader::new(r.into_reader()).lines();
+    assert!(lines.next().unwrap().unwrap().starts_with("data: "));
+    std::thread::scope(|sc| {
+        let agent = s.agent.clone();
+        let url = s.url("/v1/chat/completions");
+        let body = long(false);
+        let plain = sc.spawn(move || agent.post(&url).send_json(body));
+        std::thread::sleep(Duration::from_millis(300));
+        s.signal("TERM");
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        assert!(
+            rest.iter().any(|l| l.contains("\"error\"")),
+            "an error event: {rest:?}"
+        );
+        assert_eq!(
+            rest.iter()
+                .rev()
+                .find(|l| !l.is_empty())
+                .map(String::as_str),
+            Some("data: [DONE]")
+        );
+        match plain.join().unwrap() {
+            Err(ureq::Error::Status(503, r)) => {
+                let v: Value = r.into_json().unwrap();
+                assert_eq!(v["error"]["type"], "service_unavailable", "{v}");
+            }
+            other => panic!("expected 503, got {other:?}"),
+        }
+    });
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+}

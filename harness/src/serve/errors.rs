@@ -27,6 +27,8 @@ pub enum ApiError {
     ModelNotFound(String),
     /// 404: no such route.
     RouteNotFound(String),
+    /// 405: the route exists, the method does not.
+    MethodNotAllowed(String),
     /// 413: the body is over the size limit.
     TooLarge(usize),
     /// 429: the waiting queue is full.
@@ -76,6 +78,7 @@ impl ApiError {
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -119,6 +122,12 @@ impl ApiError {
                 "rate_limit_error",
                 None,
                 Some("rate_limit_exceeded"),
+            ),
+            ApiError::MethodNotAllowed(p) => (
+                format!("method not allowed: {p}"),
+                "invalid_request_error",
+                None,
+                Some("method_not_allowed"),
             ),
             ApiError::RouteNotFound(p) => (
                 format!("no route {p}"),

@@ -291,13 +291,26 @@ async fn serve(cfg: Config, specs: Vec<(String, String)>) -> Result<()> {
         while st.inflight.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        if st.inflight.load(Ordering::SeqCst) > 0 {
+            // Past the deadline: stop the engines, so every request still in flight ends with a
+            // 503 in the OpenAI error shape (a stream: an error event, then [DONE]) instead of
+            // a cut connection; give those answers a moment to go out.
+            tracing::warn!("drain deadline passed with requests in flight; ending them with 503");
+            for m in st.models.get().into_iter().flatten() {
+                m.handle.shutdown();
+            }
+            let grace = tokio::time::Instant::now() + Duration::from_secs(1);
+            while st.inflight.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < grace {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     };
     let hard_stop = {
         let mut rx = drain_rx;
         let secs = state.cfg.drain_secs;
         async move {
             let _ = rx.wait_for(|d| *d).await;
-            tokio::time::sleep(Duration::from_secs(secs) + Duration::from_secs(2)).await;
+            tokio::time::sleep(Duration::from_secs(secs) + Duration::from_secs(3)).await;
         }
     };
     let server = axum::serve(listener, app).with_graceful_shutdown(graceful);

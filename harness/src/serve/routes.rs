@@ -36,6 +36,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(api)
+        .method_not_allowed_fallback(|req: Request| async move {
+            ApiError::MethodNotAllowed(format!("{} {}", req.method(), req.uri().path()))
+        })
         .fallback(|req: Request| async move {
             ApiError::RouteNotFound(format!("{} {}", req.method(), req.uri().path()))
         })

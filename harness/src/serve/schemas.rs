@@ -65,14 +65,39 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         });
     }
     serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
+        let mut path = e.path().to_string();
         let msg = e.inner().to_string();
         if msg.starts_with("unknown field") {
-            ApiError::unknown(&path)
-        } else {
-            ApiError::invalid(&path, format!("`{path}`: {msg}"))
+            return ApiError::unknown(&path);
         }
+        // A missing field is reported at its parent; name the field itself.
+        if let Some(field) = msg
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split('`').next())
+        {
+            path = if path == "." {
+                field.to_string()
+            } else {
+                format!("{path}.{field}")
+            };
+            return ApiError::invalid(&path, format!("`{path}` is required"));
+        }
+        ApiError::invalid(&path, format!("`{path}`: {}", plain_serde_message(&msg)))
     })
+}
+
+/// serde's wording, in the API's terms (no Rust type names).
+fn plain_serde_message(msg: &str) -> String {
+    if msg.contains("untagged enum Stop") {
+        return "must be a string or a list of strings".into();
+    }
+    msg.replace("expected i64", "expected an integer")
+        .replace("expected u64", "expected a non-negative integer")
+        .replace("expected u32", "expected a non-negative integer")
+        .replace("expected f64", "expected a number")
+        .replace("expected struct Message", "expected a message object")
+        .replace("expected struct StreamOptions", "expected an object")
+        .replace("floating point", "number")
 }
 
 /// Rejects every parameter in `params` that is present (not null): known to OpenAI, not
@@ -326,6 +351,24 @@ fn in_range(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Resul
     Ok(v as f32)
 }
 
+/// Like [`in_range`] with the lower bound excluded: `(lo, hi]`.
+fn in_open_range(
+    name: &str,
+    v: Option<f64>,
+    lo: f64,
+    hi: f64,
+    default: f64,
+) -> Result<f32, ApiError> {
+    let v = v.unwrap_or(default);
+    if !(v.is_finite() && v > lo && v <= hi) {
+        return Err(ApiError::invalid(
+            name,
+            format!("`{name}` must be in ({lo}, {hi}] (got {v})"),
+        ));
+    }
+    Ok(v as f32)
+}
+
 /// A random seed for a request that gave none.
 fn random_seed() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -342,27 +385,18 @@ impl Common {
     /// Checks every shared parameter against its range; `vocab` bounds `logit_bias` keys.
     pub fn validate(&self, vocab: usize) -> Result<Options, ApiError> {
         let temperature = in_range("temperature", self.temperature, 0.0, 2.0, 1.0)?;
-        let top_p = in_range("top_p", self.top_p, 0.0, 1.0, 1.0)?;
-        if top_p == 0.0 {
-            return Err(ApiError::invalid("top_p", "`top_p` must be in (0, 1]"));
-        }
+        let top_p = in_open_range("top_p", self.top_p, 0.0, 1.0, 1.0)?;
         let min_p = in_range("min_p", self.min_p, 0.0, 1.0, 0.0)?;
         let presence_penalty = in_range("presence_penalty", self.presence_penalty, -2.0, 2.0, 0.0)?;
         let frequency_penalty =
             in_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0, 0.0)?;
-        let repetition_penalty = in_range(
+        let repetition_penalty = in_open_range(
             "repetition_penalty",
             self.repetition_penalty,
             0.0,
             10.0,
             1.0,
         )?;
-        if repetition_penalty == 0.0 {
-            return Err(ApiError::invalid(
-                "repetition_penalty",
-                "`repetition_penalty` must be > 0",
-            ));
-        }
         // vLLM's convention: -1 (or 0) turns top-k off.
         let top_k = match self.top_k.unwrap_or(0) {
             k if k == -1 || k == 0 => 0,
