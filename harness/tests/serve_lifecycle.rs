@@ -426,6 +426,7 @@ fn several_models_under_aliases() {
 /// Requests still running when the drain deadline passes end with a 503 in the OpenAI error
 /// shape (a stream: an error event, then [DONE]), not a cut connection; then the server exits 0.
 #[test]
+#[allow(clippy::result_large_err)] // ureq::Error is large; the closure only carries it back
 fn drain_deadline_ends_requests_with_503() {
     let mut s = Server::start(&["--drain-secs", "1"]);
     let long = |stream: bool| {
