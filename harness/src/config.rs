@@ -52,6 +52,10 @@ pub struct ServeConfig {
     /// Bearer key required on the API routes (none = open). Never printed or logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// Draft model for `speculative.method = "draft"` (anything `memra pull` accepts; it must
+    /// share the served models' tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<String>,
     /// Keyring file: TOML `[[key]]` tables with `sha256` (hex of the key), `tenant`,
     /// `max_concurrent` (0 = no cap) and `disabled`. Keys are never stored in clear.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,7 @@ impl Default for ServeConfig {
             context_len: 0,
             api_key: None,
             keyring: None,
+            draft_model: None,
             max_body_bytes: 4 << 20,
             keepalive_secs: 10,
             drain_secs: 30,
@@ -160,6 +165,9 @@ pub struct ConfigArgs {
     /// serve: keyring file (sha256 of each key, its tenant and concurrency cap) [default: none].
     #[arg(long, global = true)]
     pub keyring: Option<PathBuf>,
+    /// serve: draft model for speculative decoding with method "draft" [default: none].
+    #[arg(long, global = true)]
+    pub draft_model: Option<String>,
     /// serve: seconds between SSE keep-alive comments [default: 10].
     #[arg(long, global = true)]
     pub keepalive_secs: Option<u64>,
@@ -220,6 +228,9 @@ impl ConfigArgs {
         }
         if let Some(v) = &self.keyring {
             s.keyring = Some(v.clone());
+        }
+        if let Some(v) = &self.draft_model {
+            s.draft_model = Some(v.clone());
         }
         if let Some(v) = self.keepalive_secs {
             s.keepalive_secs = v;

@@ -60,8 +60,9 @@ pub struct RunArgs {
     /// Skip the prefill/decode agreement check.
     #[arg(long)]
     pub no_check: bool,
-    /// Speculative decoding: ngram[:N] (prompt lookup) or layerskip:L (the first L layers draft).
-    /// The output is checked to be identical to plain decode.
+    /// Speculative decoding: ngram[:N] (prompt lookup), layerskip:L (the first L layers draft) or
+    /// draft:MODEL (a smaller model with the same tokenizer). The output is checked to be
+    /// identical to plain decode.
     #[arg(long)]
     pub spec: Option<String>,
     /// Draft tokens per verify with --spec (1..=16).
@@ -141,8 +142,18 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         sequence: 0,
     };
     if let Some(spec) = &args.spec {
-        let sp = memra_engine::spec::SpecParams::parse(spec, args.k).map_err(anyhow::Error::msg)?;
-        return run_speculative(&loaded, cfg, &req, sp);
+        let (method, draft) = match spec.split_once(':') {
+            Some(("draft", m)) => ("draft", Some(m)),
+            _ => (spec.as_str(), None),
+        };
+        let sp =
+            memra_engine::spec::SpecParams::parse(method, args.k).map_err(anyhow::Error::msg)?;
+        let draft = match draft {
+            Some(m) => Some(memra_engine::loader::load(&crate::pull::resolve(m, cfg)?)?),
+            None if method == "draft" => anyhow::bail!("--spec draft needs a model: draft:MODEL"),
+            None => None,
+        };
+        return run_speculative(&loaded, draft.as_ref(), cfg, &req, sp);
     }
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
@@ -206,14 +217,20 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
 /// request by plain decode; the two outputs must be identical.
 fn run_speculative(
     loaded: &LoadedModel,
+    draft: Option<&LoadedModel>,
     cfg: &Config,
     req: &GenerateRequest,
     spec: memra_engine::spec::SpecParams,
 ) -> Result<()> {
     use memra_engine::sched::{Event, SchedulerConfig, SchedulerHandle, Submit};
     let (_, make) = backend_factory(&loaded.model, cfg)?;
-    let h = SchedulerHandle::spawn(
+    let make_draft = match draft {
+        Some(d) => Some(backend_factory(&d.model, cfg)?.1),
+        None => None,
+    };
+    let h = SchedulerHandle::spawn_with_draft(
         make,
+        make_draft,
         SchedulerConfig {
             max_batch_tokens: cfg.prefill_chunk.max(spec.k + 1),
             max_context: loaded.model.config.max_context,

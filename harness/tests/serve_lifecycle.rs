@@ -471,3 +471,30 @@ fn drain_deadline_ends_requests_with_503() {
     });
     assert!(s.wait_exit(Duration::from_secs(10)).success());
 }
+
+/// `--draft-model`: requests with `speculative.method = "draft"` speculate with it and produce
+/// the same text as plain decode; without a draft model that method is a 400.
+#[test]
+fn draft_model_speculation_matches_plain_decode() {
+    let path = model_path();
+    let s = Server::start(&["--draft-model", path.to_str().unwrap()]);
+    let base = json!({"prompt": "The capital of France is", "max_tokens": 12, "temperature": 0, "ignore_eos": true});
+    let (c, plain) = s.post("/v1/completions", &base);
+    assert_eq!(c, 200, "{plain}");
+    let mut body = base.clone();
+    body["speculative"] = json!({"method": "draft", "k": 3});
+    let (c, v) = s.post("/v1/completions", &body);
+    assert_eq!(c, 200, "{v}");
+    assert_eq!(v["choices"][0]["text"], plain["choices"][0]["text"]);
+    let d = v["usage"]["speculative"]["drafted"].as_u64().unwrap();
+    assert_eq!(
+        v["usage"]["speculative"]["accepted"].as_u64().unwrap(),
+        d,
+        "a model drafting for itself greedily is always right"
+    );
+    drop(s);
+    let s = Server::start(&[]);
+    let (c, v) = s.post("/v1/completions", &body);
+    assert_eq!(c, 400, "{v}");
+    assert_eq!(v["error"]["param"], "speculative");
+}

@@ -76,11 +76,22 @@ pub struct SchedulerHandle {
     kv_positions: usize,
 }
 
-type BackendFactory = Box<dyn FnOnce() -> Result<Box<dyn Backend>> + Send>;
+/// Builds a backend on the engine thread (a CUDA context is thread-affine).
+pub type BackendFactory = Box<dyn FnOnce() -> Result<Box<dyn Backend>> + Send>;
 
 impl SchedulerHandle {
     /// Starts the engine thread; `make_backend` runs on it. Errors: the backend failed to start.
     pub fn spawn(make_backend: BackendFactory, cfg: SchedulerConfig) -> Result<SchedulerHandle> {
+        Self::spawn_with_draft(make_backend, None, cfg)
+    }
+
+    /// [`SchedulerHandle::spawn`] with a draft model for `SpecMethod::DraftModel` requests (it
+    /// must share the target's tokenizer: same vocabulary size, checked here).
+    pub fn spawn_with_draft(
+        make_backend: BackendFactory,
+        make_draft: Option<BackendFactory>,
+        cfg: SchedulerConfig,
+    ) -> Result<SchedulerHandle> {
         let (tx, rx) = channel();
         let (init_tx, init_rx) = channel();
         let stats = Arc::new(Mutex::new(Stats::default()));
@@ -97,8 +108,29 @@ impl SchedulerHandle {
                         return;
                     }
                 };
+                let draft = match make_draft.map(|f| f()).transpose() {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let _ = init_tx.send(Err(e));
+                        return;
+                    }
+                };
+                if let Some(d) = &draft {
+                    if d.vocab_size() != backend.vocab_size() {
+                        let _ = init_tx.send(Err(Error::InvalidArgument(format!(
+                            "the draft model's vocabulary ({}) differs from the target's ({}); a draft model must share the tokenizer",
+                            d.vocab_size(),
+                            backend.vocab_size()
+                        ))));
+                        return;
+                    }
+                }
                 let _ = init_tx.send(Ok(backend.num_blocks() * backend.block_size()));
                 let mut core = Core::new(backend, c2, s2, q2);
+                core.draft = draft.map(|backend| DraftModel {
+                    bm: BlockManager::new(backend.num_blocks(), backend.block_size()),
+                    backend,
+                });
                 core.run(rx);
                 st2.store(true, Ordering::SeqCst);
             })
@@ -212,10 +244,21 @@ struct Seq {
     /// speculation is paused.
     accept_rate: f32,
     spec_pause: u32,
+    /// The draft model's KV for this sequence (its own block pool) and how many positions of it
+    /// are valid.
+    draft_table: BlockTable,
+    draft_computed: usize,
+}
+
+/// A draft model sharing the target's tokenizer, with its own KV pool.
+struct DraftModel {
+    backend: Box<dyn Backend>,
+    bm: BlockManager,
 }
 
 struct Core {
     backend: Box<dyn Backend>,
+    draft: Option<DraftModel>,
     bm: BlockManager,
     prefix: PrefixCache,
     cfg: SchedulerConfig,
@@ -240,6 +283,7 @@ impl Core {
         let bm = BlockManager::new(backend.num_blocks(), backend.block_size());
         Core {
             backend,
+            draft: None,
             bm,
             prefix: PrefixCache::default(),
             cfg,
@@ -325,6 +369,8 @@ impl Core {
                     accepted: 0,
                     accept_rate: 1.0,
                     spec_pause: 0,
+                    draft_table: BlockTable::default(),
+                    draft_computed: 0,
                 };
                 self.reqs.insert(
                     id,
@@ -368,9 +414,10 @@ impl Core {
             self.queued.fetch_sub(1, Ordering::SeqCst);
         }
         let mut keep = VecDeque::new();
-        for mut s in self.waiting.drain(..) {
+        let waiting: Vec<Seq> = self.waiting.drain(..).collect();
+        for mut s in waiting {
             if s.req == id {
-                self.bm.free_table(&mut s.table);
+                self.release(&mut s);
             } else {
                 keep.push_back(s);
             }
@@ -380,7 +427,7 @@ impl Core {
         while i < self.running.len() {
             if self.running[i].req == id {
                 let mut s = self.running.swap_remove(i);
-                self.bm.free_table(&mut s.table);
+                self.release(&mut s);
             } else {
                 i += 1;
             }
@@ -514,9 +561,18 @@ impl Core {
         }
     }
 
+    /// Frees every block a sequence holds (target and draft model).
+    fn release(&mut self, s: &mut Seq) {
+        self.bm.free_table(&mut s.table);
+        if let Some(d) = self.draft.as_mut() {
+            d.bm.free_table(&mut s.draft_table);
+        }
+        s.draft_computed = 0;
+    }
+
     fn preempt(&mut self, j: usize) {
         let mut s = self.running.swap_remove(j);
-        self.bm.free_table(&mut s.table);
+        self.release(&mut s);
         s.computed = 0;
         s.hashed.clear();
         s.pending = None;
@@ -573,6 +629,8 @@ impl Core {
                 accepted: 0,
                 accept_rate: 1.0,
                 spec_pause: 0,
+                draft_table: BlockTable::default(),
+                draft_computed: 0,
             });
         }
     }
@@ -585,7 +643,7 @@ impl Core {
         let s = &self.running[i];
         let Some(r) = self.reqs.get(&s.req) else {
             let mut s = self.running.swap_remove(i);
-            self.bm.free_table(&mut s.table);
+            self.release(&mut s);
             return None;
         };
         let p = &r.s.params;
@@ -653,7 +711,7 @@ impl Core {
             return Some(token);
         }
         let mut s = self.running.swap_remove(i);
-        self.bm.free_table(&mut s.table);
+        self.release(&mut s);
         if dead {
             self.drop_request(req);
             return None;

@@ -19,6 +19,8 @@ struct Planned {
     /// Draft budget when the sequence speculates this step.
     spec_k: usize,
     layer_skip: Option<usize>,
+    /// Drafts come from the draft model.
+    draft_model: bool,
 }
 
 impl Core {
@@ -140,7 +142,10 @@ impl Core {
             let Some(i) = self.running.iter().position(|s| s.order == key) else {
                 continue;
             };
-            let (spec_k, method) = self.spec_budget(i, budget);
+            let (mut spec_k, method) = self.spec_budget(i, budget);
+            if method == Some(SpecMethod::DraftModel) && self.draft.is_none() {
+                spec_k = 0; // no draft model loaded: plain decode (the server validates requests)
+            }
             let s = &self.running[i];
             let mut draft = Vec::new();
             let mut layer_skip = None;
@@ -151,7 +156,8 @@ impl Core {
                 Some(SpecMethod::LayerSkip { layers }) if spec_k > 0 => layer_skip = Some(layers),
                 _ => {}
             }
-            let n = if layer_skip.is_some() {
+            let draft_model = method == Some(SpecMethod::DraftModel) && spec_k > 0;
+            let n = if layer_skip.is_some() || draft_model {
                 1 + spec_k
             } else {
                 (s.tokens.len() - s.computed).min(budget).max(1) + draft.len()
@@ -159,7 +165,8 @@ impl Core {
             if self.reserve(i, n) {
                 budget -= n;
                 let s = &self.running[i];
-                let plain = n - draft.len() - layer_skip.map_or(0, |_| spec_k);
+                let model_drafted = layer_skip.is_some() || draft_model;
+                let plain = n - draft.len() - if model_drafted { spec_k } else { 0 };
                 plan.push(Planned {
                     key,
                     feed: s.tokens[s.computed..s.computed + plain]
@@ -171,11 +178,13 @@ impl Core {
                     draft,
                     spec_k,
                     layer_skip,
+                    draft_model,
                 });
             }
         }
         plan.retain(|p| self.running.iter().any(|s| s.order == p.key));
         self.draft_layer_skip(&mut plan)?;
+        self.draft_with_model(&mut plan)?;
         Ok(plan)
     }
 
@@ -249,6 +258,72 @@ impl Core {
         Ok(())
     }
 
+    /// Draft-model drafting: catch the draft model's KV up to the sequence (its own block pool),
+    /// then `k` greedy one-token steps. A sequence whose draft blocks run out decodes plainly.
+    fn draft_with_model(&mut self, plan: &mut [Planned]) -> Result<()> {
+        let Some(mut dm) = self.draft.take() else {
+            return Ok(());
+        };
+        let result = (|| -> Result<()> {
+            let mut active: Vec<usize> = Vec::new();
+            for (j, p) in plan.iter().enumerate().filter(|(_, p)| p.draft_model) {
+                let i = self.position(p.key);
+                let s = &mut self.running[i];
+                let end = s.tokens.len() + p.spec_k;
+                if dm.bm.reserve(&mut s.draft_table, end).is_ok() {
+                    active.push(j);
+                }
+            }
+            for round in 0..plan.iter().map(|p| p.spec_k).max().unwrap_or(0) {
+                let group: Vec<usize> = active
+                    .iter()
+                    .copied()
+                    .filter(|&j| plan[j].draft.len() == round && round < plan[j].spec_k)
+                    .collect();
+                if group.is_empty() {
+                    break;
+                }
+                // Round 0 feeds everything the draft model has not seen (through the last
+                // token); later rounds feed the previous draft token.
+                let feeds: Vec<(Vec<u32>, usize, usize)> = group
+                    .iter()
+                    .map(|&j| {
+                        let p = &plan[j];
+                        let i = self.position(p.key);
+                        let s = &self.running[i];
+                        if round == 0 {
+                            (s.tokens[s.draft_computed..].to_vec(), s.draft_computed, i)
+                        } else {
+                            (vec![p.draft[round - 1]], s.tokens.len() - 1 + round, i)
+                        }
+                    })
+                    .collect();
+                let chunks: Vec<SeqChunk<'_>> = feeds
+                    .iter()
+                    .map(|(t, start, i)| SeqChunk {
+                        tokens: t,
+                        start_pos: *start,
+                        block_table: &self.running[*i].draft_table.blocks,
+                        logits: LogitsWanted::Last,
+                    })
+                    .collect();
+                let rows = dm.backend.forward(&chunks)?;
+                drop(chunks);
+                for ((&j, row), (t, start, i)) in group.iter().zip(rows).zip(&feeds) {
+                    plan[j].draft.push(sample::argmax(&row));
+                    self.running[*i].draft_computed = start + t.len();
+                }
+            }
+            for p in plan.iter_mut().filter(|p| p.draft_model) {
+                p.feed.truncate(1);
+                p.feed.extend_from_slice(&p.draft);
+            }
+            Ok(())
+        })();
+        self.draft = Some(dm);
+        result
+    }
+
     /// Speculative acceptance: walk the verify rows, choosing each position's token exactly as
     /// plain decode would; keep going while it equals the draft. The K/V of rejected drafts is
     /// dropped by truncating the block table.
@@ -291,6 +366,13 @@ impl Core {
             s.spec_pause = 16;
         }
         let computed = s.computed;
+        // The draft model's KV stays valid up to the last accepted draft token.
+        s.draft_computed = s.draft_computed.min(computed);
+        let draft_computed = s.draft_computed;
+        if let Some(dm) = self.draft.as_mut() {
+            dm.bm
+                .truncate(&mut self.running[i].draft_table, draft_computed);
+        }
         self.bm.truncate(&mut self.running[i].table, computed);
         self.index_full_blocks(i);
     }

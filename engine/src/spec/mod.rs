@@ -15,6 +15,8 @@ pub enum SpecMethod {
     /// Self-drafting with the target's first `layers` layers, final norm and LM head (LayerSkip,
     /// Elhoushi et al. 2024), greedy.
     LayerSkip { layers: usize },
+    /// A smaller model sharing the tokenizer, loaded beside the target (`--draft-model`), greedy.
+    DraftModel,
 }
 
 /// A request's speculation settings.
@@ -26,7 +28,7 @@ pub struct SpecParams {
 }
 
 impl SpecParams {
-    /// Parses `ngram`, `ngram:N`, `layerskip:L`; `k` is given separately.
+    /// Parses `ngram`, `ngram:N`, `layerskip:L`, `draft`; `k` is given separately.
     pub fn parse(method: &str, k: usize) -> Result<SpecParams, String> {
         if !(1..=16).contains(&k) {
             return Err(format!("speculative k must be in 1..=16 (got {k})"));
@@ -45,6 +47,7 @@ impl SpecParams {
                 max_n: num(3)?.max(1),
             },
             "layerskip" => SpecMethod::LayerSkip { layers: num(0)? },
+            "draft" => SpecMethod::DraftModel,
             _ => {
                 return Err(format!(
                     "unknown speculative method {method:?} (ngram[:N], layerskip:L)"

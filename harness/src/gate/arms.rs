@@ -156,7 +156,21 @@ pub fn scheduled(
     mode: Submission,
 ) -> Result<(Vec<Trace>, Vec<usize>)> {
     let m = model.clone();
-    let h = SchedulerHandle::spawn(Box::new(move || Ok(cpu_backend(&m, split_canary))), cfg)?;
+    // Requests that draft with a draft model get the target itself as the draft model (it shares
+    // the tokenizer; the gate is about exactness, not speed).
+    let wants_draft = jobs.iter().any(|j| {
+        j.spec
+            .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
+    });
+    let d = model.clone();
+    let draft: Option<memra_engine::sched::BackendFactory> = wants_draft.then(|| {
+        Box::new(move || Ok(Box::new(CpuBackend::new(d, 64, BLOCK_SIZE)) as Box<dyn Backend>)) as _
+    });
+    let h = SchedulerHandle::spawn_with_draft(
+        Box::new(move || Ok(cpu_backend(&m, split_canary))),
+        draft,
+        cfg,
+    )?;
     let mut rxs: Vec<Receiver<Event>> = Vec::new();
     let mut results = Vec::new();
     for (i, j) in jobs.iter().enumerate() {

@@ -65,6 +65,8 @@ pub struct ModelEntry {
     /// Unix time it was loaded.
     pub created: u64,
     pub metrics: Arc<Metrics>,
+    /// Whether a draft model is loaded beside it (for `speculative.method = "draft"`).
+    pub has_draft: bool,
 }
 
 /// What every handler shares.
@@ -219,7 +221,15 @@ fn load_models(
             canary: SCHED_CANARY.get().copied().flatten(),
             ..Default::default()
         };
-        let handle = SchedulerHandle::spawn(make, sc)
+        let make_draft = match &cfg.serve.draft_model {
+            Some(d) => {
+                let dl = memra_engine::loader::load(&crate::pull::resolve(d, cfg)?)?;
+                Some(crate::run::backend_factory(&dl.model, cfg)?.1)
+            }
+            None => None,
+        };
+        let has_draft = make_draft.is_some();
+        let handle = SchedulerHandle::spawn_with_draft(make, make_draft, sc)
             .with_context(|| format!("starting the engine for {alias}"))?;
         tracing::info!(
             model = alias.as_str(),
@@ -239,6 +249,7 @@ fn load_models(
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             metrics: metrics.clone(),
+            has_draft,
         }));
     }
     Ok(out)

@@ -208,6 +208,16 @@ async fn chat(
     let mut opts = req.common().validate(m.vocab)?;
     // The prefix cache is scoped by the key's tenant, then by the request's `user`.
     opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
+    if opts
+        .spec
+        .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
+        && !m.has_draft
+    {
+        return Err(ApiError::invalid(
+            "speculative",
+            "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
+        ));
+    }
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(
@@ -271,6 +281,16 @@ async fn completions(
     let mut opts = req.common().validate(m.vocab)?;
     // The prefix cache is scoped by the key's tenant, then by the request's `user`.
     opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
+    if opts
+        .spec
+        .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
+        && !m.has_draft
+    {
+        return Err(ApiError::invalid(
+            "speculative",
+            "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
+        ));
+    }
     let logprobs = match req.logprobs {
         Some(k) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(
