@@ -78,6 +78,28 @@ async fn length_limit(State(st): St, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// Validates the shared parameters for model `m` and scopes the request by tenant: the prefix
+/// cache is shared by the key's tenant first, then by the request's `user`.
+fn options(
+    common: schemas::Common,
+    m: &ModelEntry,
+    tenant: &Tenant,
+) -> Result<schemas::Options, ApiError> {
+    let mut opts = common.validate(m.vocab)?;
+    opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
+    if opts
+        .spec
+        .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
+        && !m.has_draft
+    {
+        return Err(ApiError::invalid(
+            "speculative",
+            "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
+        ));
+    }
+    Ok(opts)
+}
+
 /// The caller's tenant, set by [`auth`] for the handlers.
 #[derive(Clone)]
 pub struct Tenant(pub String);
@@ -205,19 +227,7 @@ async fn chat(
     let req: ChatRequest = schemas::parse(&body(b, st.cfg.max_body_bytes)?)?;
     req.reject_unsupported()?;
     let m = st.model(req.model.as_deref())?;
-    let mut opts = req.common().validate(m.vocab)?;
-    // The prefix cache is scoped by the key's tenant, then by the request's `user`.
-    opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
-    if opts
-        .spec
-        .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
-        && !m.has_draft
-    {
-        return Err(ApiError::invalid(
-            "speculative",
-            "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
-        ));
-    }
+    let opts = options(req.common(), &m, &tenant)?;
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(
@@ -278,19 +288,7 @@ async fn completions(
         return Err(ApiError::unsupported("best_of"));
     }
     let m = st.model(req.model.as_deref())?;
-    let mut opts = req.common().validate(m.vocab)?;
-    // The prefix cache is scoped by the key's tenant, then by the request's `user`.
-    opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
-    if opts
-        .spec
-        .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
-        && !m.has_draft
-    {
-        return Err(ApiError::invalid(
-            "speculative",
-            "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
-        ));
-    }
+    let opts = options(req.common(), &m, &tenant)?;
     let logprobs = match req.logprobs {
         Some(k) if !(0..=schemas::MAX_TOP_LOGPROBS).contains(&k) => {
             return Err(ApiError::invalid(
