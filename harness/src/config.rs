@@ -27,6 +27,10 @@ pub struct Config {
     pub kv_cache_mib: usize,
     /// Most prompt tokens per prefill forward.
     pub prefill_chunk: usize,
+    /// CUDA toolkit directory whose `include/` holds the headers NVRTC needs (besides
+    /// `/usr/local/cuda`); from `$CUDA_HOME` or `$CUDA_PATH` when unset in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_home: Option<PathBuf>,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
 }
@@ -99,6 +103,9 @@ impl Default for Config {
             kv_block_size: 16,
             kv_cache_mib: 512,
             prefill_chunk: 512,
+            cuda_home: std::env::var_os("CUDA_HOME")
+                .or_else(|| std::env::var_os("CUDA_PATH"))
+                .map(PathBuf::from),
             serve: ServeConfig::default(),
         }
     }

@@ -28,7 +28,7 @@ pub struct ProbeArgs {
 pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
     let want_cuda = cfg.backend != "cpu";
     if want_cuda && cuda::driver_present() {
-        return probe_cuda(args);
+        return probe_cuda(args, cfg);
     }
     if cfg.backend == "cuda" || args.self_check {
         bail!("{}", cuda::NO_DRIVER);
@@ -37,10 +37,17 @@ pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-fn probe_cuda(args: &ProbeArgs) -> Result<()> {
-    let mut opts = KernelOptions::default();
-    if !args.cuda_include.is_empty() {
-        opts.include_paths = args.cuda_include.clone();
+fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
+    let mut opts = KernelOptions {
+        cache_dir: Some(cfg.cache_dir.join("kernels")),
+        ..KernelOptions::default()
+    };
+    let mut include = args.cuda_include.clone();
+    include.extend(cfg.cuda_home.iter().map(|h| h.join("include")));
+    include.retain(|p| p.join("cuda_fp16.h").is_file());
+    if !include.is_empty() {
+        include.append(&mut opts.include_paths);
+        opts.include_paths = include;
     }
     let dev = CudaDevice::open_with(args.device, opts)?;
     let i = dev.info();

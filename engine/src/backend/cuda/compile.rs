@@ -64,30 +64,12 @@ pub fn arch_for(major: i32, minor: i32) -> String {
     }
 }
 
-/// The default CUDA header directories: `$CUDA_HOME/include` / `$CUDA_PATH/include` when set, then
-/// `/usr/local/cuda/include`. Only existing directories are kept.
+/// Where the CUDA headers usually are: `/usr/local/cuda/include`, kept only if it exists. Other
+/// locations (`$CUDA_HOME`, the PyPI wheels) come from the caller's configuration.
 pub fn default_include_paths() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(std::env::var_os)
-        .map(|p| PathBuf::from(p).join("include"))
-        .collect();
-    v.push(PathBuf::from("/usr/local/cuda/include"));
+    let mut v = vec![PathBuf::from("/usr/local/cuda/include")];
     v.retain(|p| p.join("cuda_fp16.h").is_file());
-    v.dedup();
     v
-}
-
-/// The default kernel cache: `$MEMRA_CACHE/kernels`, else `$XDG_CACHE_HOME/memra/kernels`, else
-/// `~/.cache/memra/kernels`; `None` when no home directory is known (then nothing is cached).
-pub fn default_cache_dir() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MEMRA_CACHE") {
-        return Some(PathBuf::from(p).join("kernels"));
-    }
-    if let Some(p) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(p).join("memra/kernels"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memra/kernels"))
 }
 
 /// How kernels are compiled: header directories, tuned constants, cache location.
@@ -99,7 +81,8 @@ pub struct KernelOptions {
     /// Compile-time constants, passed as `-DNAME=VALUE` (e.g. `LIN_TOKENS=8`). Sorted, so the
     /// cache key does not depend on insertion order.
     pub defines: BTreeMap<String, String>,
-    /// Where compiled images are cached; `None` disables the cache.
+    /// Where compiled images are cached (the harness passes `<cache_dir>/kernels`); `None`
+    /// disables the cache.
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -108,7 +91,7 @@ impl Default for KernelOptions {
         KernelOptions {
             include_paths: default_include_paths(),
             defines: BTreeMap::new(),
-            cache_dir: default_cache_dir(),
+            cache_dir: None,
         }
     }
 }
