@@ -245,7 +245,7 @@ fn api_key_guards_the_api_routes() {
     assert_eq!(v["error"]["code"], "invalid_api_key");
     let wrong = s
         .agent
-        .post(&s.url("/v1/models"))
+        .get(&s.url("/v1/models"))
         .set("authorization", "Bearer nope")
         .call();
     assert!(matches!(wrong, Err(ureq::Error::Status(401, _))));
