@@ -16,6 +16,7 @@ mod respond;
 mod routes;
 mod schemas;
 mod text;
+mod validate;
 
 use crate::config::{Config, ServeConfig};
 use anyhow::{bail, Context, Result};
