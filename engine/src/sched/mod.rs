@@ -256,6 +256,29 @@ struct DraftModel {
     bm: BlockManager,
 }
 
+impl Seq {
+    /// A choice with nothing computed yet and no blocks.
+    fn new(req: RequestId, choice: u32, tokens: Vec<u32>, prompt_len: usize) -> Seq {
+        Seq {
+            req,
+            choice,
+            prompt_len,
+            tokens,
+            computed: 0,
+            table: BlockTable::default(),
+            hashed: Vec::new(),
+            pending: None,
+            order: 0,
+            drafted: 0,
+            accepted: 0,
+            accept_rate: 1.0,
+            spec_pause: 0,
+            draft_table: BlockTable::default(),
+            draft_computed: 0,
+        }
+    }
+}
+
 struct Core {
     backend: Box<dyn Backend>,
     draft: Option<DraftModel>,
@@ -355,23 +378,7 @@ impl Core {
                     (s.events)(Event::Error(format!("request id {id} is already in use")));
                     return true;
                 }
-                let seq = Seq {
-                    req: id,
-                    choice: 0,
-                    prompt_len: s.prompt.len(),
-                    tokens: s.prompt.clone(),
-                    computed: 0,
-                    table: BlockTable::default(),
-                    hashed: Vec::new(),
-                    pending: None,
-                    order: 0,
-                    drafted: 0,
-                    accepted: 0,
-                    accept_rate: 1.0,
-                    spec_pause: 0,
-                    draft_table: BlockTable::default(),
-                    draft_computed: 0,
-                };
+                let seq = Seq::new(id, 0, s.prompt.clone(), s.prompt.len());
                 self.reqs.insert(
                     id,
                     Req {
@@ -616,21 +623,12 @@ impl Core {
             let order = self.next_order;
             self.next_order += 1;
             self.running.push(Seq {
-                req,
-                choice,
-                prompt_len,
-                tokens: tokens.clone(),
                 computed: prompt_len,
                 table,
                 hashed: hashed.clone(),
                 pending: Some(logits.to_vec()),
                 order,
-                drafted: 0,
-                accepted: 0,
-                accept_rate: 1.0,
-                spec_pause: 0,
-                draft_table: BlockTable::default(),
-                draft_computed: 0,
+                ..Seq::new(req, choice, tokens.clone(), prompt_len)
             });
         }
     }

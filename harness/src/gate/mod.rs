@@ -518,17 +518,20 @@ fn run_one(
                         SamplingParams::greedy()
                     }
                 };
-                let base: Vec<Job> = ps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| Job {
-                        prompt: p.clone(),
-                        params: pick(i),
-                        n: 1,
-                        tenant: format!("g{i}"),
-                        spec: None,
-                    })
-                    .collect();
+                // Odd requests speculate with `sp`; the even ones decode plainly beside them.
+                let jobs_with = |sp: Option<memra_engine::spec::SpecParams>| -> Vec<Job> {
+                    ps.iter()
+                        .enumerate()
+                        .map(|(i, p)| Job {
+                            prompt: p.clone(),
+                            params: pick(i),
+                            n: 1,
+                            tenant: format!("g{i}"),
+                            spec: sp.filter(|_| i % 2 == 1),
+                        })
+                        .collect()
+                };
+                let base = jobs_with(None);
                 let (reference, _) = scheduled(
                     model,
                     &base,
@@ -541,17 +544,7 @@ fn run_one(
                     for &k in &g.ks {
                         let sp = memra_engine::spec::SpecParams::parse(d, k)
                             .map_err(anyhow::Error::msg)?;
-                        let jobs: Vec<Job> = ps
-                            .iter()
-                            .enumerate()
-                            .map(|(i, p)| Job {
-                                prompt: p.clone(),
-                                params: pick(i),
-                                n: 1,
-                                tenant: format!("g{i}"),
-                                spec: (i % 2 == 1).then_some(sp),
-                            })
-                            .collect();
+                        let jobs = jobs_with(Some(sp));
                         let (fast, _) = scheduled(
                             model,
                             &jobs,
