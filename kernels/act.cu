@@ -19,3 +19,10 @@ extern "C" __global__ void gelu_tanh_gated_f32(const float* gate, const float* u
     const float c = 0.7978846f;
     out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
 }
+
+// Final-logit soft-capping (Gemma 2): x = tanh(x / cap) * cap, in place. x: [len] f32.
+// Grid: (ceil(len / blockDim)).
+extern "C" __global__ void softcap_f32(float* x, int len, float cap) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < len) x[i] = tanhf(x[i] / cap) * cap;
+}

@@ -14,6 +14,9 @@ typedef signed char i8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 
+// -inf without <math.h> (NVRTC has no INFINITY macro).
+#define NEG_INF __int_as_float(0xff800000)
+
 // Q8_0 (GGUF): 32 elements per block, f16 scale d then 32 signed bytes; value = q * d.
 #define Q8_0_BLOCK_ELEMS 32
 #define Q8_0_BLOCK_BYTES 34
@@ -65,4 +68,136 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     t = scratch[0];
     __syncthreads();
     return t;
+}
+
+// Max over a block of exactly NT threads (same shape as block_sum; max is exact in any order).
+template <int NT>
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = (lane < NT / 32) ? scratch[lane] : NEG_INF;
+    if (warp == 0) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, off));
+        if (lane == 0) scratch[0] = t;
+    }
+    __syncthreads();
+    t = scratch[0];
+    __syncthreads();
+    return t;
+}
+
+// ---- Dequantization of 32-element units -------------------------------------------------------
+//
+// Every weight format is read in units of 32 consecutive elements of a row: unit u covers
+// elements 32u .. 32u+31. For the 32-element GGUF blocks a unit is one block; for the 256-element
+// K-quant super-blocks it is sub-block u % 8 of super-block u / 8. The arithmetic is the CPU's
+// (engine/src/quant/blocks.rs, itself the `gguf` package's order) with explicit round-to-nearest
+// intrinsics so the compiler cannot contract it into FMAs: dequantized values are bit-identical
+// to the CPU's.
+#define FMT_F32 0
+#define FMT_F16 1
+#define FMT_BF16 2
+#define FMT_Q4_0 3
+#define FMT_Q4_1 4
+#define FMT_Q5_0 5
+#define FMT_Q8_0 6
+#define FMT_Q4_K 7
+#define FMT_Q5_K 8
+#define FMT_Q6_K 9
+
+__device__ __forceinline__ float f16_at(const u8* p) { return f16_bits_to_f32(load_u16_unaligned(p)); }
+
+// The 6-bit scale and min of sub-block j from a Q4_K/Q5_K 12-byte table `s`.
+__device__ __forceinline__ void k_scale_min(const u8* s, int j, int* sc, int* mn) {
+    if (j < 4) {
+        *sc = s[j] & 0x3F;
+        *mn = s[j + 4] & 0x3F;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 2) & 0x30);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 2) & 0x30);
+    }
+}
+
+// Writes elements 32u .. 32u+31 of `row` (format F) into o[0..32].
+template <int F>
+__device__ __forceinline__ void dequant32(const u8* row, int u, float* o) {
+    if (F == FMT_F32) {
+        const float* p = reinterpret_cast<const float*>(row) + 32 * u;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[i] = p[i];
+    } else if (F == FMT_F16 || F == FMT_BF16) {
+        const u16* p = reinterpret_cast<const u16*>(row) + 32 * u;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[i] = F == FMT_F16 ? f16_bits_to_f32(p[i]) : bf16_bits_to_f32(p[i]);
+    } else if (F == FMT_Q4_0) {
+        const u8* b = row + 18 * u;
+        const float d = f16_at(b);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            o[i] = __fmul_rn(d, (float)((int)(b[2 + i] & 0x0F) - 8));
+            o[i + 16] = __fmul_rn(d, (float)((int)(b[2 + i] >> 4) - 8));
+        }
+    } else if (F == FMT_Q4_1) {
+        const u8* b = row + 20 * u;
+        const float d = f16_at(b), m = f16_at(b + 2);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            o[i] = __fadd_rn(__fmul_rn(d, (float)(b[4 + i] & 0x0F)), m);
+            o[i + 16] = __fadd_rn(__fmul_rn(d, (float)(b[4 + i] >> 4)), m);
+        }
+    } else if (F == FMT_Q5_0) {
+        const u8* b = row + 22 * u;
+        const float d = f16_at(b);
+        const u32 qh = (u32)b[2] | ((u32)b[3] << 8) | ((u32)b[4] << 16) | ((u32)b[5] << 24);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const int lo = (b[6 + i] & 0x0F) | (((qh >> i) & 1) << 4);
+            const int hi = (b[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
+            o[i] = __fmul_rn(d, (float)(lo - 16));
+            o[i + 16] = __fmul_rn(d, (float)(hi - 16));
+        }
+    } else if (F == FMT_Q8_0) {
+        const u8* b = row + 34 * u;
+        const float d = f16_at(b);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[i] = __fmul_rn((float)(i8)b[2 + i], d);
+    } else if (F == FMT_Q4_K || F == FMT_Q5_K) {
+        const int j = u & 7;
+        const u8* b = row + (F == FMT_Q4_K ? 144 : 176) * (u >> 3);
+        const float d = f16_at(b), dmin = f16_at(b + 2);
+        int sc, mn;
+        k_scale_min(b + 4, j, &sc, &mn);
+        const float dl = __fmul_rn(d, (float)sc);
+        const float ml = __fmul_rn(dmin, (float)mn);
+        const u8* qs = b + (F == FMT_Q4_K ? 16 : 48) + 32 * (j >> 1);
+        const int shift = 4 * (j & 1);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            int v = (qs[i] >> shift) & 0x0F;
+            if (F == FMT_Q5_K) v |= ((b[16 + i] >> j) & 1) << 4;
+            o[i] = __fsub_rn(__fmul_rn(dl, (float)v), ml);
+        }
+    } else {  // FMT_Q6_K
+        const int j = u & 7;
+        const u8* b = row + 210 * (u >> 3);
+        const int half = j >> 2, l = j & 3;
+        const u8* ql = b + 64 * half + 32 * (l & 1);
+        const u8* qh = b + 128 + 32 * half;
+        const int base = 128 * half + 32 * l;
+        const float d = f16_at(b + 208);
+        const float d0 = __fmul_rn(d, (float)(i8)b[192 + base / 16]);
+        const float d1 = __fmul_rn(d, (float)(i8)b[192 + base / 16 + 1]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const int lo = (ql[i] >> (4 * (l >> 1))) & 0x0F;
+            const int hi = (qh[i] >> (2 * l)) & 0x03;
+            const int q = (lo | (hi << 4)) - 32;
+            o[i] = __fmul_rn(i < 16 ? d0 : d1, (float)q);
+        }
+    }
 }

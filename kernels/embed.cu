@@ -1,36 +1,45 @@
-// Embedding gather: out[t, :] = table[ids[t], :] as f32. Pure copies and one exact multiply per
-// element (Q8_0), so results are bit-identical to the CPU dequantization.
+// Embedding gather: out[t, :] = table[ids[t], :] * scale, dequantized with common.cuh's
+// `dequant32` (bit-identical to the CPU's dequantization), and row gathers of activations.
+// No reductions.
 #include "common.cuh"
 
-// table: [vocab, n] f32; ids: [tokens]; out: [tokens, n] f32. Grid: (tokens, ceil(n / blockDim)).
-extern "C" __global__ void embed_f32(const float* table, const u32* ids, float* out, int n) {
-    const int i = blockIdx.y * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    out[(size_t)blockIdx.x * n + i] = table[(size_t)ids[blockIdx.x] * n + i];
+// table: [vocab] rows of `row_bytes` bytes in format F; ids: [tokens]; out: [tokens, n] f32;
+// n % 32 == 0. When `apply_scale` != 0 every value is multiplied by `scale` (Gemma's
+// sqrt(hidden)), as the CPU does after dequantizing. One thread per 32-element unit.
+// Grid: (tokens, ceil(n / 32 / blockDim)).
+template <int F>
+__device__ __forceinline__ void embed_impl(const u8* table, const u32* ids, float* out, int n, long long row_bytes,
+                                           float scale, int apply_scale) {
+    const int u = blockIdx.y * blockDim.x + threadIdx.x;
+    if (u >= n / 32) return;
+    float v[32];
+    dequant32<F>(table + (size_t)ids[blockIdx.x] * row_bytes, u, v);
+    float* o = out + (size_t)blockIdx.x * n + 32 * u;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[i] = apply_scale ? __fmul_rn(v[i], scale) : v[i];
 }
 
-// table: [vocab, n] f16 bits. Same grid as embed_f32.
-extern "C" __global__ void embed_f16(const u16* table, const u32* ids, float* out, int n) {
-    const int i = blockIdx.y * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    out[(size_t)blockIdx.x * n + i] = f16_bits_to_f32(table[(size_t)ids[blockIdx.x] * n + i]);
-}
+#define EMBED(name, F)                                                                                \
+    extern "C" __global__ void name(const u8* table, const u32* ids, float* out, int n, long long row_bytes, \
+                                    float scale, int apply_scale) {                                   \
+        embed_impl<F>(table, ids, out, n, row_bytes, scale, apply_scale);                             \
+    }
 
-// table: [vocab, n] bf16 bits. Same grid as embed_f32.
-extern "C" __global__ void embed_bf16(const u16* table, const u32* ids, float* out, int n) {
-    const int i = blockIdx.y * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    out[(size_t)blockIdx.x * n + i] = bf16_bits_to_f32(table[(size_t)ids[blockIdx.x] * n + i]);
-}
+EMBED(embed_f32, FMT_F32)
+EMBED(embed_f16, FMT_F16)
+EMBED(embed_bf16, FMT_BF16)
+EMBED(embed_q4_0, FMT_Q4_0)
+EMBED(embed_q4_1, FMT_Q4_1)
+EMBED(embed_q5_0, FMT_Q5_0)
+EMBED(embed_q8_0, FMT_Q8_0)
+EMBED(embed_q4_k, FMT_Q4_K)
+EMBED(embed_q5_k, FMT_Q5_K)
+EMBED(embed_q6_k, FMT_Q6_K)
 
-// table: [vocab, n / 32] Q8_0 blocks (34 bytes each, rows packed back to back); n % 32 == 0.
-// value = (float)q * d, the CPU's operation order. Same grid as embed_f32.
-extern "C" __global__ void embed_q8_0(const u8* table, const u32* ids, float* out, int n) {
+// out[i, :] = x[rows[i], :]. x: [*, n] f32; rows: [count]; out: [count, n].
+// Grid: (count, ceil(n / blockDim)).
+extern "C" __global__ void gather_rows_f32(const float* x, const u32* rows, float* out, int n) {
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const size_t row_bytes = (size_t)(n / Q8_0_BLOCK_ELEMS) * Q8_0_BLOCK_BYTES;
-    const u8* blk = table + (size_t)ids[blockIdx.x] * row_bytes + (size_t)(i / Q8_0_BLOCK_ELEMS) * Q8_0_BLOCK_BYTES;
-    const float d = f16_bits_to_f32(load_u16_unaligned(blk));
-    const float q = (float)(i8)blk[2 + (i % Q8_0_BLOCK_ELEMS)];
-    out[(size_t)blockIdx.x * n + i] = q * d;
+    out[(size_t)blockIdx.x * n + i] = x[(size_t)rows[blockIdx.x] * n + i];
 }

@@ -35,3 +35,9 @@ rms_norm_residual_f32(const float* x, float* residual, const float* w, float* ou
         orow[i] = h * inv * w[i];
     }
 }
+
+// Residual add in place: x[i] += d[i]. x, d: [len] f32. Grid: (ceil(len / blockDim)).
+extern "C" __global__ void add_f32(float* x, const float* d, int len) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < len) x[i] = x[i] + d[i];
+}

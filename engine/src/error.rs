@@ -30,6 +30,9 @@ pub enum Error {
     /// A caller passed an invalid argument (a request parameter, a sequence id).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Device memory ran out (weights, KV cache or activations); the message names the size.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
     /// The KV cache has no free blocks left for the request.
     #[error("KV cache exhausted: need {needed} blocks, {free} free")]
     KvExhausted { needed: usize, free: usize },

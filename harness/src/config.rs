@@ -31,6 +31,11 @@ pub struct Config {
     /// `/usr/local/cuda`); from `$CUDA_HOME` or `$CUDA_PATH` when unset in the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_home: Option<PathBuf>,
+    /// CUDA device ordinal.
+    pub cuda_device: usize,
+    /// Fraction of the GPU's memory memra may use for weights, activations and the KV cache
+    /// (vLLM's `gpu_memory_utilization`); the KV cache gets what the rest leaves.
+    pub gpu_memory_utilization: f64,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
 }
@@ -106,6 +111,8 @@ impl Default for Config {
             cuda_home: std::env::var_os("CUDA_HOME")
                 .or_else(|| std::env::var_os("CUDA_PATH"))
                 .map(PathBuf::from),
+            cuda_device: 0,
+            gpu_memory_utilization: 0.9,
             serve: ServeConfig::default(),
         }
     }
@@ -122,7 +129,8 @@ fn default_cache_dir() -> PathBuf {
 #[derive(Debug, Clone, Args, Default)]
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
-    /// kv_block_size, kv_cache_mib, prefill_chunk, and a [serve] table: models, host, port,
+    /// kv_block_size, kv_cache_mib, prefill_chunk, cuda_home, cuda_device,
+    /// gpu_memory_utilization, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
     /// keepalive_secs, drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
@@ -142,7 +150,13 @@ pub struct ConfigArgs {
     /// CPU worker threads, 0 = one per core [default: 0].
     #[arg(long, global = true)]
     pub threads: Option<usize>,
-    /// KV cache size in MiB [default: 512].
+    /// CUDA device ordinal [default: 0].
+    #[arg(long, global = true)]
+    pub cuda_device: Option<usize>,
+    /// Fraction of GPU memory for weights + activations + KV cache [default: 0.9].
+    #[arg(long, global = true)]
+    pub gpu_memory_utilization: Option<f64>,
+    /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
     #[arg(long, global = true)]
     pub kv_cache_mib: Option<usize>,
     /// Most prompt tokens per prefill forward [default: 512].
@@ -205,6 +219,12 @@ impl ConfigArgs {
         if let Some(v) = self.threads {
             c.threads = v;
         }
+        if let Some(v) = self.cuda_device {
+            c.cuda_device = v;
+        }
+        if let Some(v) = self.gpu_memory_utilization {
+            c.gpu_memory_utilization = v;
+        }
         if let Some(v) = self.kv_cache_mib {
             c.kv_cache_mib = v;
         }
@@ -255,6 +275,12 @@ impl ConfigArgs {
         }
         if c.kv_block_size == 0 || c.prefill_chunk == 0 || c.kv_cache_mib == 0 {
             anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
+        }
+        if !(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0) {
+            anyhow::bail!(
+                "gpu_memory_utilization must be in (0, 1] (got {})",
+                c.gpu_memory_utilization
+            );
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if c.threads > 4 * cores {

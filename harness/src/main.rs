@@ -1,5 +1,6 @@
 //! `memra`: benchmark-and-gating harness for LLM inference, with serving as one mode.
 
+mod backends;
 mod config;
 mod gate;
 mod probe;

@@ -5,7 +5,7 @@
 
 use crate::config::Config;
 use anyhow::{bail, Result};
-use memra_engine::backend::cuda::{self, compile::KernelOptions, selfcheck, CudaDevice};
+use memra_engine::backend::cuda::{self, selfcheck, CudaDevice};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -38,17 +38,7 @@ pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
 }
 
 fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
-    let mut opts = KernelOptions {
-        cache_dir: Some(cfg.cache_dir.join("kernels")),
-        ..KernelOptions::default()
-    };
-    let mut include = args.cuda_include.clone();
-    include.extend(cfg.cuda_home.iter().map(|h| h.join("include")));
-    include.retain(|p| p.join("cuda_fp16.h").is_file());
-    if !include.is_empty() {
-        include.append(&mut opts.include_paths);
-        opts.include_paths = include;
-    }
+    let opts = crate::backends::kernel_options(cfg, &args.cuda_include);
     let dev = CudaDevice::open_with(args.device, opts)?;
     let i = dev.info();
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;

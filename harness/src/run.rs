@@ -3,14 +3,10 @@
 use crate::config::Config;
 use anyhow::{Context, Result};
 use clap::Args;
-use memra_engine::backend::cpu::CpuBackend;
-use memra_engine::backend::Backend;
 use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::loader::LoadedModel;
-use memra_engine::models::Model;
 use memra_engine::sample::SamplingParams;
 use std::io::Write;
-use std::sync::Arc;
 
 /// Arguments of `memra run`.
 #[derive(Debug, Args)]
@@ -70,29 +66,7 @@ pub struct RunArgs {
     pub k: usize,
 }
 
-/// Builds a backend on the thread that calls it (a CUDA context is thread-affine).
-pub type BackendFactory =
-    Box<dyn FnOnce() -> memra_engine::Result<Box<dyn Backend>> + Send + 'static>;
-
-/// Checks the configured backend for `model` and returns the number of KV blocks the config's
-/// cache size buys (at least a few) with a constructor for that backend.
-pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, BackendFactory)> {
-    match cfg.backend.as_str() {
-        "cpu" | "auto" => {}
-        "cuda" => {
-            anyhow::bail!("the CUDA backend is not built into this binary yet; use --backend cpu")
-        }
-        other => anyhow::bail!("unknown backend {other:?}"),
-    }
-    let per_block = CpuBackend::kv_bytes_per_token(&model.config) * cfg.kv_block_size;
-    // At least one full context's worth is not required; at least a few blocks are.
-    let blocks = ((cfg.kv_cache_mib << 20) / per_block).max(4);
-    let (model, block_size) = (model.clone(), cfg.kv_block_size);
-    let make: BackendFactory = Box::new(move || {
-        Ok(Box::new(CpuBackend::new(model, blocks, block_size)) as Box<dyn Backend>)
-    });
-    Ok((blocks, make))
-}
+pub use crate::backends::backend_factory;
 
 /// A backend for `loaded` as the config asks.
 pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {

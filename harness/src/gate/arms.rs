@@ -8,7 +8,7 @@ use memra_engine::models::Model;
 use memra_engine::sample::SamplingParams;
 use memra_engine::sched::{Event, SchedCanary, SchedulerConfig, SchedulerHandle, Submit};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// KV blocks of 16 positions each arm allocates.
@@ -96,14 +96,48 @@ fn top2_margin(l: &[f32]) -> f32 {
     a - b
 }
 
-/// A CPU backend, optionally the shape-dependent-split canary.
-pub fn cpu_backend(model: &Arc<Model>, split_canary: bool) -> Box<dyn Backend> {
-    let b = CpuBackend::new(model.clone(), BLOCKS, BLOCK_SIZE);
-    Box::new(if split_canary {
-        b.with_shape_dependent_split()
-    } else {
-        b
-    })
+/// Which backend the gates run on: the CPU reference, or the process's CUDA device.
+pub enum Lane {
+    Cpu,
+    Cuda(Arc<crate::backends::CudaPool>),
+}
+
+static LANE: OnceLock<Lane> = OnceLock::new();
+
+/// Sets the lane for every arm of this process (first call wins).
+pub fn set_lane(lane: Lane) {
+    let _ = LANE.set(lane);
+}
+
+/// The lane's backend name, as `--backend` takes it.
+pub fn lane_name() -> &'static str {
+    match LANE.get() {
+        Some(Lane::Cuda(_)) => "cuda",
+        _ => "cpu",
+    }
+}
+
+/// A backend of the gate's lane with `blocks` KV blocks, optionally the shape-dependent-split
+/// canary.
+pub fn lane_backend(
+    model: &Arc<Model>,
+    blocks: usize,
+    split_canary: bool,
+) -> memra_engine::Result<Box<dyn Backend>> {
+    match LANE.get().unwrap_or(&Lane::Cpu) {
+        Lane::Cpu => {
+            let b = CpuBackend::new(model.clone(), blocks, BLOCK_SIZE);
+            Ok(Box::new(if split_canary {
+                b.with_shape_dependent_split()
+            } else {
+                b
+            }))
+        }
+        Lane::Cuda(pool) => pool
+            .backend(model, blocks, BLOCK_SIZE, split_canary)
+            .map(|b| Box::new(b) as Box<dyn Backend>)
+            .map_err(|e| memra_engine::Error::Unsupported(format!("{e:#}"))),
+    }
 }
 
 /// Reference arm: each request alone through the plain engine loop, prompt prefilled in chunks of
@@ -118,7 +152,7 @@ pub fn solo(
     split_canary: bool,
 ) -> Result<Trace> {
     let chunk = if chunk == 0 { prompt.len() } else { chunk };
-    let mut e = Engine::new(cpu_backend(model, split_canary), chunk);
+    let mut e = Engine::new(lane_backend(model, BLOCKS, split_canary)?, chunk);
     let req = GenerateRequest {
         prompt: prompt.to_vec(),
         params: params.clone(),
@@ -163,11 +197,10 @@ pub fn scheduled(
             .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)
     });
     let d = model.clone();
-    let draft: Option<memra_engine::sched::BackendFactory> = wants_draft.then(|| {
-        Box::new(move || Ok(Box::new(CpuBackend::new(d, 64, BLOCK_SIZE)) as Box<dyn Backend>)) as _
-    });
+    let draft: Option<memra_engine::sched::BackendFactory> =
+        wants_draft.then(|| Box::new(move || lane_backend(&d, 64, false)) as _);
     let h = SchedulerHandle::spawn_with_draft(
-        Box::new(move || Ok(cpu_backend(&m, split_canary))),
+        Box::new(move || lane_backend(&m, BLOCKS, split_canary)),
         draft,
         cfg,
     )?;

@@ -6,7 +6,6 @@ use super::spec::{Canary, GateSpec, Kind};
 use super::Outcome;
 use crate::config::Config;
 use anyhow::{bail, Context, Result};
-use memra_engine::backend::cpu::CpuBackend;
 use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::formats::gguf::GgufFile;
 use memra_engine::loader;
@@ -78,10 +77,7 @@ fn hf_parity(g: &GateSpec, path: &Path, reference: &Path, perturb: bool) -> Resu
         }
     })?;
     let steps = r["steps"].as_u64().unwrap_or(64) as usize;
-    let mut e = Engine::new(
-        Box::new(CpuBackend::new(loaded.model.clone(), 1024, 16)),
-        256,
-    );
+    let mut e = Engine::new(super::arms::lane_backend(&loaded.model, 1024, false)?, 256);
     let reqs: Vec<GenerateRequest> = prompts
         .iter()
         .take(g.n_prompts.max(1))
@@ -137,6 +133,98 @@ fn hf_parity(g: &GateSpec, path: &Path, reference: &Path, perturb: bool) -> Resu
                         green: false,
                         compared,
                         detail: format!("prompt {pi} step {s}: token {} (HF) vs {} (memra) with HF top-2 margin {margin:.3e}, not a near-tie", want[s], out.tokens[s]),
+                        diff: Some(diff),
+                    });
+                }
+                near_ties.push(format!("prompt {pi} step {s} margin {margin:.2e}"));
+                break;
+            }
+        }
+    }
+    Ok(Outcome {
+        green: true,
+        compared,
+        diff: None,
+        detail: format!(
+            "{compared} steps, greedy tokens identical, max |Δlogit| {max_diff:.2e} ≤ {bound:.1e}; near-ties: {}",
+            if near_ties.is_empty() { "none".to_string() } else { near_ties.join(", ") }
+        ),
+    })
+}
+
+/// The lane's backend against the CPU reference backend on the same weights: greedy tokens
+/// identical over `max_tokens` steps per prompt, and max |Δlogit| over the CPU's top-20 within
+/// the gate's bound; a token difference is tolerated only as a reported near-tie (CPU top-2
+/// margin below the bound), after which that prompt's comparison stops. The canary perturbs the
+/// fast arm's RoPE base.
+pub fn backend_parity(
+    g: &GateSpec,
+    path: &Path,
+    texts: &[String],
+    perturb: bool,
+) -> Result<Outcome> {
+    let bound = g.bound.context("backend_parity gates need `bound`")?;
+    let reference = loader::load(path)?;
+    let fast = loader::load_with(path, |c| {
+        if perturb {
+            c.rope_theta *= 0.5;
+            c.rope_local_theta = c.rope_local_theta.map(|t| t * 0.5);
+        }
+    })?;
+    let reqs = texts
+        .iter()
+        .map(|t| {
+            Ok(GenerateRequest {
+                prompt: reference.tokenizer.encode(t, true)?,
+                params: SamplingParams::greedy(),
+                max_tokens: g.max_tokens,
+                stop_ids: vec![],
+                sequence: 0,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cpu_backend =
+        memra_engine::backend::cpu::CpuBackend::new(reference.model.clone(), 1024, 16);
+    let refs = Engine::new(Box::new(cpu_backend), 256).run_batch(&reqs, true)?;
+    let outs = Engine::new(super::arms::lane_backend(&fast.model, 1024, false)?, 256)
+        .run_batch(&reqs, true)?;
+    let (mut max_diff, mut compared, mut near_ties) = (0f32, 0usize, Vec::new());
+    for (pi, (r, out)) in refs.iter().zip(&outs).enumerate() {
+        for s in 0..r.tokens.len().min(out.tokens.len()) {
+            let (rl, fl) = (&r.step_logits[s], &out.step_logits[s]);
+            let mut top: Vec<usize> = (0..rl.len()).collect();
+            top.select_nth_unstable_by(20.min(rl.len() - 1), |&a, &b| rl[b].total_cmp(&rl[a]));
+            top.truncate(20);
+            top.sort_by(|&a, &b| rl[b].total_cmp(&rl[a]));
+            let d = top
+                .iter()
+                .map(|&i| (rl[i] - fl[i]).abs())
+                .fold(0f32, |m, v| if v.is_nan() { f32::NAN } else { m.max(v) });
+            max_diff = max_diff.max(d);
+            compared += 1;
+            let margin = rl[top[0]] - rl[top[1]];
+            let diff = Diff {
+                request: pi,
+                position: s,
+                token_ref: r.tokens[s],
+                token_fast: out.tokens[s],
+                margin,
+                max_abs_diff: d,
+            };
+            if d.is_nan() || d > bound {
+                return Ok(Outcome {
+                    green: false,
+                    compared,
+                    detail: format!("prompt {pi} step {s}: max |Δlogit| {d:.3e} over the CPU's top-20 exceeds {bound:.1e} (tokens {} cpu vs {} fast, cpu top-2 margin {margin:.3e})", r.tokens[s], out.tokens[s]),
+                    diff: Some(diff),
+                });
+            }
+            if out.tokens[s] != r.tokens[s] {
+                if margin >= bound {
+                    return Ok(Outcome {
+                        green: false,
+                        compared,
+                        detail: format!("prompt {pi} step {s}: token {} (cpu) vs {} (fast) with cpu top-2 margin {margin:.3e}, not a near-tie", r.tokens[s], out.tokens[s]),
                         diff: Some(diff),
                     });
                 }

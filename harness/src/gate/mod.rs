@@ -74,11 +74,10 @@ impl Outcome {
 
 /// Runs `memra gate`.
 pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
-    if args.lane != "cpu" {
-        bail!(
-            "lane {:?} is not available: this build has only the CPU backend (use --lane cpu)",
-            args.lane
-        );
+    match args.lane.as_str() {
+        "cpu" => arms::set_lane(arms::Lane::Cpu),
+        "cuda" => arms::set_lane(arms::Lane::Cuda(crate::backends::CudaPool::get(cfg)?)),
+        other => bail!("unknown lane {other:?} (cpu or cuda)"),
     }
     let repo = repo_root(&args.gates_dir)?;
     let gates: Vec<GateSpec> = spec::load_dir(&args.gates_dir)?
@@ -308,6 +307,16 @@ fn run_one(
     }
     if matches!(g.kind, Kind::HfParity | Kind::TokenizerParity) {
         return level_b::run(g, cfg, repo, canary, |p| model_path(p, cfg, repo));
+    }
+    if g.kind == Kind::BackendParity {
+        let path = model_path(&g.model, cfg, repo)?;
+        let rel = g
+            .prompts
+            .as_deref()
+            .unwrap_or("gates/prompts/gate_prompts.jsonl");
+        let texts = prompt_texts(&repo.join(rel), g.n_prompts)?;
+        let perturb = canary && g.canary == Canary::PerturbedRopeBase;
+        return level_b::backend_parity(g, &path, &texts, perturb);
     }
     if g.kind == Kind::Serving {
         let path = model_path(&g.model, cfg, repo)?;
@@ -575,7 +584,9 @@ fn run_one(
                 (compared, None),
             )
         }
-        Kind::HfParity | Kind::TokenizerParity | Kind::Serving => unreachable!("handled above"),
+        Kind::HfParity | Kind::TokenizerParity | Kind::BackendParity | Kind::Serving => {
+            unreachable!("handled above")
+        }
     })
 }
 
@@ -586,7 +597,7 @@ fn expected_canary(k: Kind) -> &'static [Canary] {
         Kind::PrefixCache => &[Canary::PrefixOffByOne],
         Kind::NChoices => &[Canary::NoCopyOnWrite, Canary::SharedRng],
         Kind::SeededBatch => &[Canary::SharedRng],
-        Kind::HfParity => &[Canary::PerturbedRopeBase],
+        Kind::HfParity | Kind::BackendParity => &[Canary::PerturbedRopeBase],
         Kind::TokenizerParity => &[Canary::WrongPreTokenizer],
         Kind::Serving => &[Canary::SharedRng],
         Kind::Speculative => &[

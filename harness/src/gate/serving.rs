@@ -29,6 +29,10 @@ impl Server {
         let exe = std::env::current_exe().context("locating the memra binary")?;
         let mut cmd = Command::new(exe);
         cmd.args([
+            "--backend",
+            super::arms::lane_name(),
+            "--gpu-memory-utilization",
+            "0.3",
             "--kv-cache-mib",
             "256",
             "serve",

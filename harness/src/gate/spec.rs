@@ -15,7 +15,7 @@ pub struct GateSpec {
     pub kind: Kind,
     /// Model: catalog name, path, or `qwen3-random` (made by gates/oracle/make_qwen3_random.py).
     pub model: String,
-    /// Lanes the gate runs in (default: cpu).
+    /// Lanes the gate runs in (default: cpu and cuda).
     #[serde(default = "default_lanes")]
     pub lanes: Vec<String>,
     /// Prompt set: JSON lines with a `text` field, relative to the repository.
@@ -55,7 +55,7 @@ pub struct GateSpec {
 }
 
 fn default_lanes() -> Vec<String> {
-    vec!["cpu".into()]
+    vec!["cpu".into(), "cuda".into()]
 }
 fn default_n_prompts() -> usize {
     8
@@ -109,6 +109,8 @@ pub enum Kind {
     HfParity,
     /// Level B: tokenizer ids on the committed corpus.
     TokenizerParity,
+    /// Level B: the lane's backend (CUDA) against the CPU reference backend, greedy.
+    BackendParity,
     /// Streams from a running `memra serve`, one at a time vs all at once, byte-compared.
     Serving,
     /// Level A (f): speculative decoding (each drafter, each K, greedy and seeded, in a batch
@@ -195,6 +197,7 @@ mod tests {
             Kind::SeededBatch,
             Kind::HfParity,
             Kind::TokenizerParity,
+            Kind::BackendParity,
             Kind::Serving,
             Kind::Speculative,
         ] {

@@ -243,14 +243,17 @@ impl Generation {
                 }
                 Event::Error(m) => {
                     self.prompt_done[p] = true;
-                    return Some(Err(if m.contains("shutting down") {
-                        ApiError::Unavailable {
-                            message: m,
-                            retry_after_secs: 5,
-                        }
-                    } else {
-                        ApiError::Internal(m)
-                    }));
+                    // Shutting down, or device memory ran out in this step: try again later.
+                    return Some(Err(
+                        if m.contains("shutting down") || m.contains("out of memory") {
+                            ApiError::Unavailable {
+                                message: m,
+                                retry_after_secs: 5,
+                            }
+                        } else {
+                            ApiError::Internal(m)
+                        },
+                    ));
                 }
             };
             if !out.is_empty() {

@@ -58,6 +58,12 @@ impl Rope {
         Rope { inv_freq, style }
     }
 
+    /// The `[head_dim / 2]` inverse frequencies (the CUDA backend uploads these, so both backends
+    /// rotate by the same angles).
+    pub fn inv_freq(&self) -> &[f32] {
+        &self.inv_freq
+    }
+
     /// Rotates one head vector in place for position `pos`.
     pub fn apply(&self, x: &mut [f32], pos: usize) {
         let half = x.len() / 2;

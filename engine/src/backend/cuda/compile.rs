@@ -41,6 +41,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear.cu"),
     },
     KernelSource {
+        name: "attention.cu",
+        src: include_str!("../../../../kernels/attention.cu"),
+    },
+    KernelSource {
         name: "act.cu",
         src: include_str!("../../../../kernels/act.cu"),
     },

@@ -3,13 +3,14 @@
 //! for that device on first use, and launching them. The full [`crate::backend::Backend`] forward
 //! comes later; [`selfcheck`] checks each kernel against the CPU reference today.
 
+pub mod backend;
 pub mod compile;
 pub mod ops;
 pub mod selfcheck;
 
 use crate::error::{Error, Result};
 use compile::{ImageKind, KernelOptions};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +26,18 @@ pub fn driver_present() -> bool {
 /// Maps a driver error to the engine's error.
 pub(crate) fn drv(e: cudarc::driver::DriverError) -> Error {
     Error::Unsupported(format!("CUDA driver: {e}"))
+}
+
+/// Maps an allocation failure to a clear error: out of memory names the size asked for.
+pub(crate) fn mem_err(e: cudarc::driver::DriverError, bytes: usize) -> Error {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory(format!(
+            "CUDA device memory exhausted allocating {:.1} MiB",
+            bytes as f64 / (1u64 << 20) as f64
+        ))
+    } else {
+        drv(e)
+    }
 }
 
 /// Facts about one device, read when it is opened.
@@ -174,6 +187,31 @@ impl CudaDevice {
         module
             .load_function(func)
             .map_err(|e| Error::Unsupported(format!("{file}: function {func}: {e}")))
+    }
+
+    /// Copies `data` to a new device buffer. Out of device memory is an error naming the size.
+    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.stream
+            .clone_htod(data)
+            .map_err(|e| mem_err(e, std::mem::size_of_val(data)))
+    }
+
+    /// A zeroed device buffer of `len` elements. Out of device memory is an error naming the size.
+    pub fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros(len)
+            .map_err(|e| mem_err(e, len * std::mem::size_of::<T>()))
+    }
+
+    /// Copies a device buffer back to the host.
+    pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(
+        &self,
+        d: &CudaSlice<T>,
+    ) -> Result<Vec<T>> {
+        self.stream.clone_dtoh(d).map_err(drv)
     }
 
     /// Waits for all queued work.

@@ -7,6 +7,59 @@ use crate::models::{Activation, RopeStyle};
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
+/// A weight matrix on the device: `[rows, cols]` in its stored format (raw GGUF/safetensors
+/// bytes, row-major, `rows * dtype.bytes_for(cols)` bytes), with an optional f32 bias `[rows]`.
+pub struct DevMatrix {
+    pub data: CudaSlice<u8>,
+    pub dtype: DType,
+    pub rows: usize,
+    pub cols: usize,
+    pub bias: Option<CudaSlice<f32>>,
+}
+
+impl DevMatrix {
+    /// Uploads `rows x cols` raw bytes of `dtype`. Errors when `cols` is not a multiple of 32 or
+    /// of the format's block, or the byte count is wrong; out of device memory is an error
+    /// naming the size.
+    pub fn upload(
+        dev: &CudaDevice,
+        raw: &[u8],
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<DevMatrix> {
+        let row = dtype.bytes_for(cols);
+        if !cols.is_multiple_of(32) || row.map(|b| b * rows) != Some(raw.len()) {
+            return Err(Error::Unsupported(format!(
+                "CUDA weights: a [{rows}, {cols}] {} matrix of {} bytes (rows must hold whole \
+                 32-element units)",
+                dtype.name(),
+                raw.len()
+            )));
+        }
+        let data = dev.upload(raw)?;
+        let bias = bias.map(|b| dev.upload(b)).transpose()?;
+        Ok(DevMatrix {
+            data,
+            dtype,
+            rows,
+            cols,
+            bias,
+        })
+    }
+
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.dtype.bytes_for(self.cols).unwrap_or(0)
+    }
+}
+
+/// The kernel-name suffix of a weight format (`q4_k`).
+fn fmt_suffix(d: DType) -> String {
+    d.name().to_lowercase()
+}
+
 fn check(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
@@ -64,43 +117,90 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Embedding gather: `out[t, :] = table[ids[t], :]` as f32.
-    /// `table`: `[vocab, n]` of `dtype` (F32, F16, BF16 or Q8_0), raw little-endian bytes;
-    /// `ids`: `[tokens]`; `out`: `[tokens, n]` f32.
+    /// Embedding gather: `out[t, :] = table[ids[t], :] * scale` as f32 (`scale` applied only
+    /// when given, as Gemma's sqrt(hidden)). `table`: a `[vocab, n]` matrix of any weight format,
+    /// n % 32 == 0; `ids`: `[tokens]`, each < vocab (the caller checks); `out`: `[tokens, n]` f32.
+    /// Values are bit-identical to the CPU's dequantization.
     pub fn embed(
         &self,
-        table: &CudaSlice<u8>,
-        dtype: DType,
-        n: usize,
+        table: &DevMatrix,
         ids: &CudaSlice<u32>,
         out: &mut CudaSlice<f32>,
+        scale: Option<f32>,
     ) -> Result<()> {
-        let func = match dtype {
-            DType::F32 => "embed_f32",
-            DType::F16 => "embed_f16",
-            DType::BF16 => "embed_bf16",
-            DType::Q8_0 => "embed_q8_0",
-            d => return Err(Error::Unsupported(format!("CUDA embed of {}", d.name()))),
-        };
-        let row = dtype
-            .bytes_for(n)
-            .ok_or_else(|| Error::InvalidArgument(format!("embed: n {n} for {}", dtype.name())))?;
+        let n = table.cols;
         let tokens = ids.len();
-        check(
-            table.len().is_multiple_of(row) && out.len() == tokens * n,
-            || format!("embed: table {} / out {} for n {n}", table.len(), out.len()),
-        )?;
-        let f = self.function("embed.cu", func)?;
-        let threads = 256u32;
+        check(n.is_multiple_of(32) && out.len() == tokens * n, || {
+            format!("embed: out {} for {tokens} tokens of {n}", out.len())
+        })?;
+        let f = self.function("embed.cu", &format!("embed_{}", fmt_suffix(table.dtype)))?;
+        let threads = 128u32;
         let cfg = LaunchConfig {
-            grid_dim: (tokens as u32, (n as u32).div_ceil(threads), 1),
+            grid_dim: (tokens as u32, ((n / 32) as u32).div_ceil(threads), 1),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let n = i32_of(n, "n")?;
+        let ni = i32_of(n, "n")?;
+        let row_bytes = table.row_bytes() as i64;
+        let (sc, apply) = (scale.unwrap_or(1.0), i32::from(scale.is_some()));
         let mut b = self.stream().launch_builder(&f);
-        b.arg(table).arg(ids).arg(out).arg(&n);
+        b.arg(&table.data)
+            .arg(ids)
+            .arg(out)
+            .arg(&ni)
+            .arg(&row_bytes)
+            .arg(&sc)
+            .arg(&apply);
         // SAFETY: signature matches; ids must be < vocab (the caller's tokenizer guarantees it).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// `out[i, :] = x[rows[i], :]`. `x`: `[*, n]` f32; `rows`: `[count]`; `out`: `[count, n]`.
+    pub fn gather_rows(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: &CudaSlice<u32>,
+        out: &mut CudaSlice<f32>,
+        n: usize,
+    ) -> Result<()> {
+        let count = rows.len();
+        check(out.len() == count * n, || "gather_rows: shapes".into())?;
+        let f = self.function("embed.cu", "gather_rows_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (count as u32, (n as u32).div_ceil(256), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let ni = i32_of(n, "n")?;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(x).arg(rows).arg(out).arg(&ni);
+        // SAFETY: signature matches; rows index rows of x (the caller builds them).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// `x += d`, element-wise. Both `[len]` f32.
+    pub fn add_assign(&self, x: &mut CudaSlice<f32>, d: &CudaSlice<f32>) -> Result<()> {
+        check(x.len() == d.len(), || "add: shapes".into())?;
+        let f = self.function("norm.cu", "add_f32")?;
+        let n = i32_of(x.len(), "len")?;
+        let cfg = LaunchConfig::for_num_elems(x.len() as u32);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(x).arg(d).arg(&n);
+        // SAFETY: signature matches; shapes checked above.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// Logit soft-capping in place: `x = tanh(x / cap) * cap`. `x`: `[len]` f32.
+    pub fn softcap(&self, x: &mut CudaSlice<f32>, cap: f32) -> Result<()> {
+        let f = self.function("act.cu", "softcap_f32")?;
+        let n = i32_of(x.len(), "len")?;
+        let cfg = LaunchConfig::for_num_elems(x.len() as u32);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(x).arg(&n).arg(&cap);
+        // SAFETY: signature matches.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }
@@ -141,38 +241,35 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// `y = x Wᵀ`. `x`: `[m, k]` f32 (`m = x.len() / k` tokens); `w`: `[r, k]` of `dtype` (BF16 with k % 8 == 0, or Q8_0
-    /// with k % 32 == 0), raw bytes; `y`: `[m, r]` f32. One fixed reduction order per output
-    /// element, whatever `m` (kernels/linear.cu).
+    /// `y = x Wᵀ + b`. `x`: `[m, k]` f32 (`m = x.len() / k` tokens, `k = w.cols`, k % 32 == 0);
+    /// `w`: `[r, k]` in any weight format with its optional bias `[r]`; `y`: `[m, r]` f32. One
+    /// fixed reduction order per output element, whatever `m` (kernels/linear.cu). With
+    /// `split_canary` and m > 1 the reduction is split in two halves — a deliberately
+    /// shape-dependent variant for the gates' canary arm, never for serving.
     pub fn linear(
         &self,
         x: &CudaSlice<f32>,
-        w: &CudaSlice<u8>,
-        dtype: DType,
+        w: &DevMatrix,
         y: &mut CudaSlice<f32>,
-        k: usize,
-        r: usize,
+        split_canary: bool,
     ) -> Result<()> {
-        let (func, align) = match dtype {
-            DType::BF16 => ("linear_bf16", 8),
-            DType::Q8_0 => ("linear_q8_0", 32),
-            d => return Err(Error::Unsupported(format!("CUDA linear of {}", d.name()))),
-        };
-        let row = dtype.bytes_for(k).unwrap_or(usize::MAX);
+        let (k, r) = (w.cols, w.rows);
         let m = x.len() / k.max(1);
         check(
-            k.is_multiple_of(align) && x.len() == m * k && y.len() == m * r && w.len() == r * row,
+            k.is_multiple_of(32) && x.len() == m * k && y.len() == m * r,
             || {
                 format!(
-                    "linear {}: x {} w {} y {} for m {m} k {k} r {r}",
-                    dtype.name(),
+                    "linear {}: x {} y {} for m {m} k {k} r {r}",
+                    w.dtype.name(),
                     x.len(),
-                    w.len(),
                     y.len()
                 )
             },
         )?;
-        let f = self.function("linear.cu", func)?;
+        if m == 0 {
+            return Ok(());
+        }
+        let f = self.function("linear.cu", &format!("linear_{}", fmt_suffix(w.dtype)))?;
         let warps = self.define("LIN_WARPS", 4);
         let tokens = self.define("LIN_TOKENS", 8);
         let cfg = LaunchConfig {
@@ -181,9 +278,22 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let row_bytes = w.row_bytes() as i64;
+        let canary = i32::from(split_canary);
+        let null = 0u64;
         let mut b = self.stream().launch_builder(&f);
-        b.arg(x).arg(w).arg(y).arg(&mi).arg(&ki).arg(&ri);
-        // SAFETY: signature matches; shapes and alignment checked above.
+        b.arg(x).arg(&w.data);
+        match &w.bias {
+            Some(bias) => b.arg(bias),
+            None => b.arg(&null),
+        };
+        b.arg(y)
+            .arg(&mi)
+            .arg(&ki)
+            .arg(&ri)
+            .arg(&row_bytes)
+            .arg(&canary);
+        // SAFETY: signature matches; shapes checked above and at DevMatrix construction.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }
@@ -210,6 +320,128 @@ impl CudaDevice {
         let mut b = self.stream().launch_builder(&f);
         b.arg(gate).arg(up).arg(out).arg(&n);
         // SAFETY: signature matches; shapes checked above.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+}
+
+/// Where one step's query rows read and write the paged KV cache (all `[rows]` u32 on the
+/// device except `tables`): `pos` = each row's position, `slots` = the cache slot its K/V go to,
+/// `row_tab` = the offset of its sequence's block table in `tables` (the step's block tables,
+/// concatenated).
+pub struct KvIndex {
+    pub pos: CudaSlice<u32>,
+    pub slots: CudaSlice<u32>,
+    pub row_tab: CudaSlice<u32>,
+    pub tables: CudaSlice<u32>,
+}
+
+impl CudaDevice {
+    /// Writes each row's K and V (`[rows, width]` f32, width = n_kv_heads * head_dim) into its
+    /// cache slot: `kc[slots[t] * width ..] = k[t]`, same for V.
+    pub fn kv_append(
+        &self,
+        k: &CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        kc: &mut CudaSlice<f32>,
+        vc: &mut CudaSlice<f32>,
+        slots: &CudaSlice<u32>,
+        width: usize,
+    ) -> Result<()> {
+        let rows = slots.len();
+        check(k.len() == rows * width && v.len() == k.len(), || {
+            "kv_append: shapes".into()
+        })?;
+        let f = self.function("attention.cu", "kv_append_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, (width as u32).div_ceil(256), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let w = i32_of(width, "width")?;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(k).arg(v).arg(kc).arg(vc).arg(slots).arg(&w);
+        // SAFETY: signature matches; slots index the cache (the block manager hands them out).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// Copies block `src` to block `dst` of a cache laid out in blocks of `per_block` floats.
+    pub fn kv_copy_block(
+        &self,
+        cache: &mut CudaSlice<f32>,
+        src: u32,
+        dst: u32,
+        per_block: usize,
+    ) -> Result<()> {
+        let f = self.function("attention.cu", "kv_copy_block_f32")?;
+        let cfg = LaunchConfig::for_num_elems(per_block as u32);
+        let (s, d, n) = (src as i32, dst as i32, i32_of(per_block, "per_block")?);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(cache).arg(&s).arg(&d).arg(&n);
+        // SAFETY: signature matches; src and dst are blocks of this cache.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// Attention of every query row over its paged KV (kernels/attention.cu):
+    /// `q`, `out`: `[rows, heads, head_dim]` f32; `kc`/`vc`: one layer's cache; `window`: the
+    /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
+    /// ATTN_SPLIT (default 256) positions, merged in a fixed order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        heads: (usize, usize, usize),
+        block_size: usize,
+        window: Option<usize>,
+        scale: f32,
+    ) -> Result<()> {
+        let (nh, nkv, hd) = heads;
+        let rows = idx.pos.len();
+        let split = self.define("ATTN_SPLIT", 256) as usize;
+        check(
+            q.len() == rows * nh * hd
+                && out.len() == q.len()
+                && hd <= split
+                && nkv > 0
+                && nh.is_multiple_of(nkv),
+            || {
+                format!(
+                    "attention: q {} for {rows} x {nh} x {hd} (nkv {nkv})",
+                    q.len()
+                )
+            },
+        )?;
+        let f = self.function("attention.cu", "attn_paged_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, 1),
+            block_dim: (split as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
+        let bs = i32_of(block_size, "block_size")?;
+        let win = i32_of(window.unwrap_or(0), "window")?;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&bs)
+            .arg(&win)
+            .arg(&scale);
+        // SAFETY: signature matches; shapes checked above; block tables cover every position
+        // (the backend checks before launching).
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! |GPU − CPU| against a tolerance stated per op, and — the Level A contract — whether a row's
 //! GPU output is bit-identical when the same row is computed in passes of different M.
 
+use super::ops::{DevMatrix, KvIndex};
 use super::{drv, CudaDevice};
 use crate::backend::cpu::ops::{gated_activation, rms_norm_rows, Rope};
 use crate::error::Result;
@@ -35,6 +36,20 @@ impl CheckRow {
     }
 }
 
+/// Every weight format the kernels read.
+const ALL_DTYPES: [DType; 10] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q8_0,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
 /// Deterministic inputs (splitmix64), so a failure reproduces.
 struct Rng(u64);
 
@@ -55,7 +70,8 @@ impl Rng {
     }
 }
 
-/// Random weights `[rows, cols]` of `dtype` as raw bytes (F32, F16, BF16, Q8_0).
+/// Random weights `[rows, cols]` of `dtype` as raw bytes (any format; quantized blocks get
+/// random codes and scales in [0.002, 0.02)).
 fn random_weights(rng: &mut Rng, dtype: DType, rows: usize, cols: usize) -> Vec<u8> {
     let n = rows * cols;
     match dtype {
@@ -70,15 +86,25 @@ fn random_weights(rng: &mut Rng, dtype: DType, rows: usize, cols: usize) -> Vec<
         DType::BF16 => (0..n)
             .flat_map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0)).to_le_bytes())
             .collect(),
-        DType::Q8_0 => {
-            let mut v = Vec::with_capacity(n / 32 * 34);
-            for _ in 0..n / 32 {
-                v.extend(f16::from_f32(rng.uniform(0.002, 0.02)).to_le_bytes());
-                v.extend((0..32).map(|_| rng.next_u64() as u8));
+        d => {
+            // Random quant codes with sane f16 scales (and mins) written over the scale fields.
+            let (be, bb) = (d.block_elems(), d.block_bytes());
+            let scales: &[usize] = match d {
+                DType::Q4_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+                DType::Q6_K => &[208],
+                _ => &[0],
+            };
+            let mut v = Vec::with_capacity(n / be * bb);
+            for _ in 0..n / be {
+                let start = v.len();
+                v.extend((0..bb).map(|_| rng.next_u64() as u8));
+                for &o in scales {
+                    let sc = f16::from_f32(rng.uniform(0.002, 0.02)).to_le_bytes();
+                    v[start + o..start + o + 2].copy_from_slice(&sc);
+                }
             }
             v
         }
-        d => unreachable!("no random weights for {}", d.name()),
     }
 }
 
@@ -121,6 +147,7 @@ pub fn run_all(dev: &CudaDevice) -> Result<Vec<CheckRow>> {
     rows.extend(check_rope(dev, &mut rng)?);
     rows.extend(check_linear(dev, &mut rng)?);
     rows.extend(check_act(dev, &mut rng)?);
+    rows.extend(check_attention(dev, &mut rng)?);
     Ok(rows)
 }
 
@@ -168,16 +195,16 @@ fn check_embed(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         .collect();
     let idd = s.clone_htod(&ids).map_err(drv)?;
     let mut out = Vec::new();
-    for dtype in [DType::F32, DType::F16, DType::BF16, DType::Q8_0] {
+    for dtype in ALL_DTYPES {
         let table = random_weights(rng, dtype, vocab, n);
         let row = dtype.bytes_for(n).expect("whole blocks");
         let mut cpu = vec![0f32; tokens * n];
         for (o, &id) in cpu.chunks_mut(n).zip(&ids) {
             dequantize_row(dtype, &table[id as usize * row..][..row], o);
         }
-        let td = s.clone_htod(&table).map_err(drv)?;
+        let td = DevMatrix::upload(dev, &table, dtype, vocab, n, None)?;
         let mut od = s.alloc_zeros::<f32>(tokens * n).map_err(drv)?;
-        dev.embed(&td, dtype, n, &idd, &mut od)?;
+        dev.embed(&td, &idd, &mut od, None)?;
         let gpu = s.clone_dtoh(&od).map_err(drv)?;
         let exact = gpu
             .iter()
@@ -239,12 +266,9 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let ms = [1usize, 3, 8, 9, 33];
     let mmax = *ms.last().expect("ms");
     let mut out = Vec::new();
-    for (dtype, k, r) in [
-        (DType::BF16, 1024usize, 96usize),
-        (DType::BF16, 576, 70),
-        (DType::Q8_0, 1024, 96),
-        (DType::Q8_0, 1536, 33),
-    ] {
+    let mut cases = vec![(DType::BF16, 576usize, 70usize), (DType::Q8_0, 1536, 33)];
+    cases.extend(ALL_DTYPES.iter().map(|&d| (d, 1024usize, 96usize)));
+    for (dtype, k, r) in cases {
         let wb = random_weights(rng, dtype, r, k);
         let x = rng.vec(mmax * k, -1.0, 1.0);
         let wm = quant_matrix(dtype, r, k, Storage::Owned(Arc::new(wb.clone())))
@@ -264,12 +288,12 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                     .sum();
             }
         }
-        let wd = s.clone_htod(&wb).map_err(drv)?;
+        let wd = DevMatrix::upload(dev, &wb, dtype, r, k, None)?;
         let mut passes = Vec::new();
         for &m in &ms {
             let xd = s.clone_htod(&x[..m * k]).map_err(drv)?;
             let mut yd = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
-            dev.linear(&xd, &wd, dtype, &mut yd, k, r)?;
+            dev.linear(&xd, &wd, &mut yd, false)?;
             passes.push((m, s.clone_dtoh(&yd).map_err(drv)?));
         }
         let (d, ok) = compare(&passes.last().expect("pass").1, &cpu, &scale, 0.0, 1e-5);
@@ -310,6 +334,106 @@ fn check_act(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             tolerance: "1e-6 + 1e-5·|ref|".into(),
             within: ok,
             batch_identical: None,
+        });
+    }
+    Ok(out)
+}
+
+/// Paged attention against the CPU's `attend`: a scattered block table, GQA, a sliding window,
+/// positions spanning several KV splits; and the same query row computed alone and beside others.
+fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
+    let mut out = Vec::new();
+    for (hd, nh, nkv, window) in [
+        (64usize, 8usize, 2usize, None),
+        (128, 4, 4, None),
+        (256, 4, 1, Some(300)),
+    ] {
+        let (bs, len) = (16usize, 700usize);
+        let nblocks = len.div_ceil(bs) + 3;
+        // A shuffled block table.
+        let mut table: Vec<u32> = (0..nblocks as u32).collect();
+        for i in (1..table.len()).rev() {
+            table.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        let width = nkv * hd;
+        let kc = rng.vec(nblocks * bs * width, -1.0, 1.0);
+        let vc = rng.vec(nblocks * bs * width, -1.0, 1.0);
+        // Query rows at these positions (one sequence).
+        let positions = [0usize, 5, 255, 256, 511, 699];
+        let q = rng.vec(positions.len() * nh * hd, -1.0, 1.0);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut cpu = vec![0f32; q.len()];
+        for (ri, &p) in positions.iter().enumerate() {
+            for head in 0..nh {
+                let kvh = head / (nh / nkv);
+                let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
+                let at = |pp: usize| {
+                    let sl = (table[pp / bs] as usize * bs + pp % bs) * width + kvh * hd;
+                    (&kc[sl..sl + hd], &vc[sl..sl + hd])
+                };
+                let o = (ri * nh + head) * hd;
+                crate::backend::cpu::ops::attend(
+                    &q[o..o + hd],
+                    lo..p + 1,
+                    at,
+                    scale,
+                    &mut cpu[o..o + hd],
+                );
+            }
+        }
+        let s = dev.stream();
+        let kd = s.clone_htod(&kc).map_err(drv)?;
+        let vd = s.clone_htod(&vc).map_err(drv)?;
+        let run = |rows: &[usize]| -> Result<Vec<f32>> {
+            let qs: Vec<f32> = rows
+                .iter()
+                .flat_map(|&r| q[r * nh * hd..(r + 1) * nh * hd].iter().copied())
+                .collect();
+            let idx = KvIndex {
+                pos: s
+                    .clone_htod(
+                        &rows
+                            .iter()
+                            .map(|&r| positions[r] as u32)
+                            .collect::<Vec<_>>(),
+                    )
+                    .map_err(drv)?,
+                slots: s.clone_htod(&vec![0u32; rows.len()]).map_err(drv)?,
+                row_tab: s.clone_htod(&vec![0u32; rows.len()]).map_err(drv)?,
+                tables: s.clone_htod(&table).map_err(drv)?,
+            };
+            let qd = s.clone_htod(&qs).map_err(drv)?;
+            let mut od = s.alloc_zeros::<f32>(qs.len()).map_err(drv)?;
+            dev.attention(
+                &qd,
+                &kd,
+                &vd,
+                &mut od,
+                &idx,
+                (nh, nkv, hd),
+                bs,
+                window,
+                scale,
+            )?;
+            s.clone_dtoh(&od).map_err(drv)
+        };
+        let all: Vec<usize> = (0..positions.len()).collect();
+        let gpu = run(&all)?;
+        let alone = run(&[positions.len() - 1])?;
+        let last = &gpu[(positions.len() - 1) * nh * hd..];
+        let ident = alone
+            .iter()
+            .zip(last)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        let ones = vec![1f32; cpu.len()];
+        let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
+        out.push(CheckRow {
+            op: "attn_paged_f32".into(),
+            case: format!("hd={hd} nh={nh} nkv={nkv} win={window:?} pos≤699"),
+            max_abs_diff: d,
+            tolerance: "1e-5 abs".into(),
+            within: ok,
+            batch_identical: Some(ident),
         });
     }
     Ok(out)

@@ -1,0 +1,461 @@
+//! [`CudaBackend`]: the [`Backend`] forward on an NVIDIA GPU, layer for layer the CPU reference's
+//! computation (engine/src/backend/cpu/mod.rs) with the kernels of `kernels/*.cu`. Weights stay in
+//! their stored format on the device and are dequantized inside the linear kernels; activations
+//! and the paged KV cache are f32. Every kernel reduces each row in an order independent of the
+//! rows beside it (DESIGN.md §3, Level A); CUDA against the CPU backend is Level B (a tolerance).
+
+use super::ops::{DevMatrix, KvIndex};
+use super::{CudaDevice, NO_DRIVER};
+use crate::backend::cpu::ops::Rope;
+use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::error::{Error, Result};
+use crate::models::{Model, ModelConfig};
+use crate::quant::QuantMatrix;
+use cudarc::driver::CudaSlice;
+use std::sync::Arc;
+
+/// One decoder layer's weights on the device (shapes as [`crate::models::LayerWeights`]).
+struct DevLayer {
+    attn_norm: CudaSlice<f32>,
+    wq: DevMatrix,
+    wk: DevMatrix,
+    wv: DevMatrix,
+    wo: DevMatrix,
+    q_norm: Option<CudaSlice<f32>>,
+    k_norm: Option<CudaSlice<f32>>,
+    post_attn_norm: Option<CudaSlice<f32>>,
+    ffn_norm: CudaSlice<f32>,
+    w_gate: DevMatrix,
+    w_up: DevMatrix,
+    w_down: DevMatrix,
+    post_ffn_norm: Option<CudaSlice<f32>>,
+}
+
+/// A model's weights uploaded once; several backends (a gate's arms, a server's draft and target
+/// on one device) can share them.
+pub struct CudaWeights {
+    embed: DevMatrix,
+    layers: Vec<DevLayer>,
+    out_norm: CudaSlice<f32>,
+    /// `None` when tied to the embedding.
+    lm_head: Option<DevMatrix>,
+    inv_freq_global: CudaSlice<f32>,
+    inv_freq_local: Option<CudaSlice<f32>>,
+    /// Bytes of device memory the weights take.
+    pub bytes: usize,
+}
+
+fn mat(dev: &CudaDevice, m: &dyn QuantMatrix, bias: Option<&Vec<f32>>) -> Result<DevMatrix> {
+    DevMatrix::upload(
+        dev,
+        m.raw(),
+        m.dtype(),
+        m.rows(),
+        m.cols(),
+        bias.map(|b| b.as_slice()),
+    )
+}
+
+fn opt(dev: &CudaDevice, v: &Option<Vec<f32>>) -> Result<Option<CudaSlice<f32>>> {
+    v.as_ref().map(|v| dev.upload(v)).transpose()
+}
+
+impl CudaWeights {
+    /// Uploads every weight of `model`. Errors: a matrix whose rows are not whole 32-element
+    /// units (the kernels' granularity), or out of device memory (naming the size).
+    pub fn upload(dev: &CudaDevice, model: &Model) -> Result<CudaWeights> {
+        let c = &model.config;
+        let mut layers = Vec::with_capacity(model.layers.len());
+        for l in &model.layers {
+            layers.push(DevLayer {
+                attn_norm: dev.upload(&l.attn_norm)?,
+                wq: mat(dev, &*l.wq, l.bq.as_ref())?,
+                wk: mat(dev, &*l.wk, l.bk.as_ref())?,
+                wv: mat(dev, &*l.wv, l.bv.as_ref())?,
+                wo: mat(dev, &*l.wo, None)?,
+                q_norm: opt(dev, &l.q_norm)?,
+                k_norm: opt(dev, &l.k_norm)?,
+                post_attn_norm: opt(dev, &l.post_attn_norm)?,
+                ffn_norm: dev.upload(&l.ffn_norm)?,
+                w_gate: mat(dev, &*l.w_gate, None)?,
+                w_up: mat(dev, &*l.w_up, None)?,
+                w_down: mat(dev, &*l.w_down, None)?,
+                post_ffn_norm: opt(dev, &l.post_ffn_norm)?,
+            });
+        }
+        let tied = Arc::ptr_eq(&model.lm_head, &model.embed);
+        let rope = |base: f32| Rope::new(c.head_dim, base, c.rope_style);
+        let bytes = weight_bytes(model);
+        Ok(CudaWeights {
+            embed: mat(dev, &*model.embed, None)?,
+            layers,
+            out_norm: dev.upload(&model.out_norm)?,
+            lm_head: if tied {
+                None
+            } else {
+                Some(mat(dev, &*model.lm_head, None)?)
+            },
+            inv_freq_global: dev.upload(rope(c.rope_theta).inv_freq())?,
+            inv_freq_local: c
+                .rope_local_theta
+                .map(|t| dev.upload(rope(t).inv_freq()))
+                .transpose()?,
+            bytes,
+        })
+    }
+
+    fn lm_head(&self) -> &DevMatrix {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+}
+
+/// Bytes `model`'s weights take on the device (matrices in their stored format, vectors f32).
+pub fn weight_bytes(model: &Model) -> usize {
+    let m = |q: &Arc<dyn QuantMatrix>| q.raw().len();
+    let v = |x: &Option<Vec<f32>>| x.as_ref().map_or(0, |x| 4 * x.len());
+    let mut n = m(&model.embed) + 4 * model.out_norm.len();
+    if !Arc::ptr_eq(&model.lm_head, &model.embed) {
+        n += m(&model.lm_head);
+    }
+    for l in &model.layers {
+        n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
+            .iter()
+            .map(|q| m(q))
+            .sum::<usize>();
+        n += 4 * (l.attn_norm.len() + l.ffn_norm.len());
+        n += [
+            &l.bq,
+            &l.bk,
+            &l.bv,
+            &l.q_norm,
+            &l.k_norm,
+            &l.post_attn_norm,
+            &l.post_ffn_norm,
+        ]
+        .iter()
+        .map(|x| v(x))
+        .sum::<usize>();
+    }
+    n
+}
+
+/// Bytes of KV cache per token position (all layers, K and V, f32).
+pub fn kv_bytes_per_token(c: &ModelConfig) -> usize {
+    2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+}
+
+/// The GPU backend: shared weights, a paged f32 KV cache, one stream.
+pub struct CudaBackend {
+    dev: Arc<CudaDevice>,
+    model: Arc<Model>,
+    w: Arc<CudaWeights>,
+    block_size: usize,
+    num_blocks: usize,
+    /// Per layer, `[num_blocks * block_size, n_kv_heads, head_dim]` f32.
+    k: Vec<CudaSlice<f32>>,
+    v: Vec<CudaSlice<f32>>,
+    split_canary: bool,
+}
+
+impl CudaBackend {
+    /// A backend over weights already uploaded to `dev`, with `num_blocks` KV blocks of
+    /// `block_size` positions. Errors: out of device memory for the KV cache (naming the size).
+    pub fn new(
+        dev: Arc<CudaDevice>,
+        model: Arc<Model>,
+        w: Arc<CudaWeights>,
+        num_blocks: usize,
+        block_size: usize,
+    ) -> Result<CudaBackend> {
+        let c = &model.config;
+        let per_layer = num_blocks * block_size * c.n_kv_heads * c.head_dim;
+        let mut k = Vec::with_capacity(c.n_layers);
+        let mut v = Vec::with_capacity(c.n_layers);
+        for _ in 0..c.n_layers {
+            k.push(dev.alloc::<f32>(per_layer)?);
+            v.push(dev.alloc::<f32>(per_layer)?);
+        }
+        Ok(CudaBackend {
+            dev,
+            model,
+            w,
+            block_size,
+            num_blocks,
+            k,
+            v,
+            split_canary: false,
+        })
+    }
+
+    /// The KV blocks that fit in `fraction` of the device's total memory once everything
+    /// already allocated on it (call this after uploading the weights; other processes count too)
+    /// and `reserve_bytes` of activations are set aside (vLLM's `gpu_memory_utilization`).
+    /// Errors when not even 4 blocks fit: out of memory, naming the sizes.
+    pub fn blocks_for_memory(
+        dev: &CudaDevice,
+        config: &ModelConfig,
+        block_size: usize,
+        fraction: f64,
+        reserve_bytes: usize,
+    ) -> Result<usize> {
+        let (free, total) = dev.context().mem_get_info().map_err(super::drv)?;
+        let in_use = total - free;
+        let budget = (total as f64 * fraction) as usize;
+        let per_block = kv_bytes_per_token(config) * block_size;
+        let left = budget.saturating_sub(in_use + reserve_bytes);
+        let blocks = left / per_block.max(1);
+        if blocks < 4 {
+            let mib = |b: usize| b as f64 / 1048576.0;
+            return Err(Error::OutOfMemory(format!(
+                "no room for a KV cache: {:.0} MiB of the device in use (weights included) and \
+                 {:.0} MiB reserved for activations exceed {:.0}% of {:.0} MiB \
+                 (gpu_memory_utilization)",
+                mib(in_use),
+                mib(reserve_bytes),
+                fraction * 100.0,
+                mib(total)
+            )));
+        }
+        Ok(blocks)
+    }
+
+    /// A deliberately broken backend for gate canaries: when a pass holds more than one row,
+    /// every linear layer splits its reduction in two halves (split-K chosen by shape).
+    pub fn with_shape_dependent_split(mut self) -> Self {
+        self.split_canary = true;
+        self
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+}
+
+/// Opens CUDA device `ordinal`, or the clear "no CUDA driver found; use --backend cpu" error.
+pub fn open_device(ordinal: usize, opts: super::compile::KernelOptions) -> Result<CudaDevice> {
+    if !super::driver_present() {
+        return Err(Error::Unsupported(NO_DRIVER.into()));
+    }
+    CudaDevice::open_with(ordinal, opts)
+}
+
+/// Host-side index arrays of one step.
+struct StepPlan {
+    tokens: Vec<u32>,
+    pos: Vec<u32>,
+    slots: Vec<u32>,
+    row_tab: Vec<u32>,
+    tables: Vec<u32>,
+    wanted: Vec<u32>,
+}
+
+impl CudaBackend {
+    fn plan(&self, batch: &[SeqChunk<'_>]) -> Result<StepPlan> {
+        let c = &self.model.config;
+        let bs = self.block_size;
+        let mut p = StepPlan {
+            tokens: Vec::new(),
+            pos: Vec::new(),
+            slots: Vec::new(),
+            row_tab: Vec::new(),
+            tables: Vec::new(),
+            wanted: Vec::new(),
+        };
+        for ch in batch {
+            let end = ch.start_pos + ch.tokens.len();
+            if ch.block_table.len() * bs < end {
+                return Err(Error::InvalidArgument(format!(
+                    "block table covers {} positions, chunk ends at {end}",
+                    ch.block_table.len() * bs
+                )));
+            }
+            if let Some(&b) = ch
+                .block_table
+                .iter()
+                .find(|&&b| b as usize >= self.num_blocks)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "block {b} is outside the KV cache ({} blocks)",
+                    self.num_blocks
+                )));
+            }
+            let off = p.tables.len() as u32;
+            p.tables.extend_from_slice(ch.block_table);
+            let first_row = p.tokens.len() as u32;
+            for (j, &tok) in ch.tokens.iter().enumerate() {
+                if tok as usize >= c.vocab_size {
+                    return Err(Error::InvalidArgument(format!(
+                        "token id {tok} is outside the vocabulary ({})",
+                        c.vocab_size
+                    )));
+                }
+                let pos = ch.start_pos + j;
+                p.tokens.push(tok);
+                p.pos.push(pos as u32);
+                p.slots
+                    .push(ch.block_table[pos / bs] * bs as u32 + (pos % bs) as u32);
+                p.row_tab.push(off);
+            }
+            let n = ch.tokens.len() as u32;
+            match ch.logits {
+                LogitsWanted::None => {}
+                LogitsWanted::Last if n > 0 => p.wanted.push(first_row + n - 1),
+                LogitsWanted::Last => {}
+                LogitsWanted::All => p.wanted.extend(first_row..first_row + n),
+            }
+        }
+        if p.tables.is_empty() {
+            p.tables.push(0);
+        }
+        Ok(p)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+    fn num_blocks(&self) -> usize {
+        self.num_blocks
+    }
+    fn vocab_size(&self) -> usize {
+        self.model.config.vocab_size
+    }
+
+    fn copy_block(&mut self, src: u32, dst: u32) {
+        let c = &self.model.config;
+        let n = self.block_size * c.n_kv_heads * c.head_dim;
+        for layer in self.k.iter_mut().chain(self.v.iter_mut()) {
+            // A launch failure here means the context is gone; the next forward reports it.
+            if let Err(e) = self.dev.kv_copy_block(layer, src, dst, n) {
+                tracing::error!("KV block copy {src} -> {dst} failed: {e}");
+            }
+        }
+    }
+
+    fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>> {
+        let plan = self.plan(batch)?;
+        let t = plan.tokens.len();
+        if t == 0 {
+            return Ok(Vec::new());
+        }
+        let model = self.model.clone();
+        let c = &model.config;
+        let (h, hd, nh, nkv, inter) = (
+            c.hidden_size,
+            c.head_dim,
+            c.n_heads,
+            c.n_kv_heads,
+            c.intermediate_size,
+        );
+        let dev = self.dev.clone();
+        let w = self.w.clone();
+        let canary = self.split_canary;
+        let ids = dev.upload(&plan.tokens)?;
+        let idx = KvIndex {
+            pos: dev.upload(&plan.pos)?,
+            slots: dev.upload(&plan.slots)?,
+            row_tab: dev.upload(&plan.row_tab)?,
+            tables: dev.upload(&plan.tables)?,
+        };
+        let mut x = dev.alloc::<f32>(t * h)?;
+        dev.embed(&w.embed, &ids, &mut x, c.embed_scale)?;
+        let mut xn = dev.alloc::<f32>(t * h)?;
+        let mut q = dev.alloc::<f32>(t * nh * hd)?;
+        let mut q2 = dev.alloc::<f32>(t * nh * hd)?;
+        let mut k = dev.alloc::<f32>(t * nkv * hd)?;
+        let mut k2 = dev.alloc::<f32>(t * nkv * hd)?;
+        let mut v = dev.alloc::<f32>(t * nkv * hd)?;
+        let mut attn = dev.alloc::<f32>(t * nh * hd)?;
+        let mut o = dev.alloc::<f32>(t * h)?;
+        let mut o2 = dev.alloc::<f32>(t * h)?;
+        let mut gate = dev.alloc::<f32>(t * inter)?;
+        let mut up = dev.alloc::<f32>(t * inter)?;
+        let mut act = dev.alloc::<f32>(t * inter)?;
+        let mut d = dev.alloc::<f32>(t * h)?;
+        let n_run = n_layers.min(w.layers.len());
+        for (li, l) in w.layers.iter().enumerate().take(n_run) {
+            // x += d (the previous layer's FFN output); xn = norm(x).
+            if li == 0 {
+                dev.rms_norm_residual(&x, None, &l.attn_norm, &mut xn, t, c.rms_eps)?;
+            } else {
+                dev.rms_norm_residual(&d, Some(&mut x), &l.attn_norm, &mut xn, t, c.rms_eps)?;
+            }
+            dev.linear(&xn, &l.wq, &mut q, canary)?;
+            dev.linear(&xn, &l.wk, &mut k, canary)?;
+            dev.linear(&xn, &l.wv, &mut v, canary)?;
+            if let Some(g) = &l.q_norm {
+                dev.rms_norm_residual(&q, None, g, &mut q2, t * nh, c.rms_eps)?;
+                std::mem::swap(&mut q, &mut q2);
+            }
+            if let Some(g) = &l.k_norm {
+                dev.rms_norm_residual(&k, None, g, &mut k2, t * nkv, c.rms_eps)?;
+                std::mem::swap(&mut k, &mut k2);
+            }
+            let window = c.layer_window[li];
+            let inv_freq = match (window, &w.inv_freq_local) {
+                (Some(_), Some(local)) => local,
+                _ => &w.inv_freq_global,
+            };
+            dev.rope(&mut q, &idx.pos, inv_freq, nh, c.rope_style)?;
+            dev.rope(&mut k, &idx.pos, inv_freq, nkv, c.rope_style)?;
+            dev.kv_append(
+                &k,
+                &v,
+                &mut self.k[li],
+                &mut self.v[li],
+                &idx.slots,
+                nkv * hd,
+            )?;
+            dev.attention(
+                &q,
+                &self.k[li],
+                &self.v[li],
+                &mut attn,
+                &idx,
+                (nh, nkv, hd),
+                self.block_size,
+                window,
+                c.attn_scale,
+            )?;
+            dev.linear(&attn, &l.wo, &mut o, canary)?;
+            if let Some(g) = &l.post_attn_norm {
+                dev.rms_norm_residual(&o, None, g, &mut o2, t, c.rms_eps)?;
+                std::mem::swap(&mut o, &mut o2);
+            }
+            // x += o; xn = norm(x).
+            dev.rms_norm_residual(&o, Some(&mut x), &l.ffn_norm, &mut xn, t, c.rms_eps)?;
+            dev.linear(&xn, &l.w_gate, &mut gate, canary)?;
+            dev.linear(&xn, &l.w_up, &mut up, canary)?;
+            dev.gated_act(&gate, &up, &mut act, c.activation)?;
+            dev.linear(&act, &l.w_down, &mut d, canary)?;
+            if let Some(g) = &l.post_ffn_norm {
+                dev.rms_norm_residual(&d, None, g, &mut o2, t, c.rms_eps)?;
+                std::mem::swap(&mut d, &mut o2);
+            }
+        }
+        if n_run > 0 {
+            dev.add_assign(&mut x, &d)?;
+        }
+        if plan.wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let nw = plan.wanted.len();
+        let rows = dev.upload(&plan.wanted)?;
+        let mut sel = dev.alloc::<f32>(nw * h)?;
+        dev.gather_rows(&x, &rows, &mut sel, h)?;
+        let mut seln = dev.alloc::<f32>(nw * h)?;
+        dev.rms_norm_residual(&sel, None, &w.out_norm, &mut seln, nw, c.rms_eps)?;
+        let mut logits = dev.alloc::<f32>(nw * c.vocab_size)?;
+        dev.linear(&seln, w.lm_head(), &mut logits, canary)?;
+        if let Some(cap) = c.final_logit_softcap {
+            dev.softcap(&mut logits, cap)?;
+        }
+        let host = dev.download(&logits)?;
+        Ok(host.chunks(c.vocab_size).map(|r| r.to_vec()).collect())
+    }
+}

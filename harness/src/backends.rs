@@ -1,0 +1,164 @@
+//! Building compute backends from the configuration: `--backend cpu|cuda|auto`, the KV cache size
+//! (MiB on the CPU; a fraction of GPU memory on CUDA), and the one CUDA device a process shares
+//! between its models (weights are uploaded once per model and shared by every backend on it).
+
+use crate::config::Config;
+use anyhow::{bail, Result};
+use memra_engine::backend::cpu::CpuBackend;
+use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
+use memra_engine::backend::cuda::compile::KernelOptions;
+use memra_engine::backend::cuda::{self, CudaDevice};
+use memra_engine::backend::Backend;
+use memra_engine::models::Model;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Builds a backend on the thread that calls it (the scheduler's own thread).
+pub type BackendFactory = memra_engine::sched::BackendFactory;
+
+/// Kernel compile options from the configuration: CUDA headers from `extra` directories, then
+/// `$CUDA_HOME/include` (config `cuda_home`), then `/usr/local/cuda/include`; compiled images
+/// cached under `<cache_dir>/kernels`.
+pub fn kernel_options(cfg: &Config, extra: &[PathBuf]) -> KernelOptions {
+    let mut opts = KernelOptions {
+        cache_dir: Some(cfg.cache_dir.join("kernels")),
+        ..KernelOptions::default()
+    };
+    let mut include = extra.to_vec();
+    include.extend(cfg.cuda_home.iter().map(|h| h.join("include")));
+    include.retain(|p| p.join("cuda_fp16.h").is_file());
+    if !include.is_empty() {
+        include.append(&mut opts.include_paths);
+        opts.include_paths = include;
+    }
+    opts
+}
+
+/// Whether the configuration selects CUDA: `cuda` (an error without a driver: "no CUDA driver
+/// found; use --backend cpu"), `auto` when a driver is present, never for `cpu`.
+pub fn use_cuda(cfg: &Config) -> Result<bool> {
+    match cfg.backend.as_str() {
+        "cpu" => Ok(false),
+        "cuda" if !cuda::driver_present() => bail!("{}", cuda::NO_DRIVER),
+        "cuda" => Ok(true),
+        "auto" => Ok(cuda::driver_present()),
+        other => bail!("unknown backend {other:?} (cpu, cuda or auto)"),
+    }
+}
+
+/// A CUDA device and the model weights uploaded to it so far.
+pub struct CudaPool {
+    dev: Arc<CudaDevice>,
+    weights: Mutex<Vec<(Arc<Model>, Arc<CudaWeights>)>>,
+}
+
+static POOL: OnceLock<Arc<CudaPool>> = OnceLock::new();
+
+impl CudaPool {
+    /// The process's CUDA device (`cfg.cuda_device`), opened on first use.
+    pub fn get(cfg: &Config) -> Result<Arc<CudaPool>> {
+        if let Some(p) = POOL.get() {
+            return Ok(p.clone());
+        }
+        if !cuda::driver_present() {
+            bail!("{}", cuda::NO_DRIVER);
+        }
+        let dev = CudaDevice::open_with(cfg.cuda_device, kernel_options(cfg, &[]))?;
+        tracing::info!(
+            device = dev.info().name.as_str(),
+            arch = dev.info().arch.as_str(),
+            "CUDA device opened"
+        );
+        let pool = Arc::new(CudaPool {
+            dev: Arc::new(dev),
+            weights: Mutex::new(Vec::new()),
+        });
+        Ok(POOL.get_or_init(|| pool).clone())
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+
+    /// `model`'s weights on the device, uploaded on first use.
+    pub fn weights(&self, model: &Arc<Model>) -> Result<Arc<CudaWeights>> {
+        let mut w = self.weights.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, cw)) = w.iter().find(|(m, _)| Arc::ptr_eq(m, model)) {
+            return Ok(cw.clone());
+        }
+        let cw = Arc::new(CudaWeights::upload(&self.dev, model)?);
+        w.push((model.clone(), cw.clone()));
+        Ok(cw)
+    }
+
+    /// A backend for `model` with `blocks` KV blocks of `block_size` positions, optionally the
+    /// shape-dependent split-K canary.
+    pub fn backend(
+        &self,
+        model: &Arc<Model>,
+        blocks: usize,
+        block_size: usize,
+        split_canary: bool,
+    ) -> Result<CudaBackend> {
+        let b = CudaBackend::new(
+            self.dev.clone(),
+            model.clone(),
+            self.weights(model)?,
+            blocks,
+            block_size,
+        )?;
+        Ok(if split_canary {
+            b.with_shape_dependent_split()
+        } else {
+            b
+        })
+    }
+}
+
+/// Device memory one engine step's activations may need: `max_tokens` rows through every
+/// buffer of the forward pass plus a logits row per token, and 256 MiB for kernel images and
+/// allocator slack.
+fn activation_reserve(model: &Model, max_tokens: usize) -> usize {
+    let c = &model.config;
+    let q = c.n_heads * c.head_dim;
+    let kv = c.n_kv_heads * c.head_dim;
+    let per_token = 6 * c.hidden_size + 4 * q + 3 * kv + 3 * c.intermediate_size + c.vocab_size;
+    max_tokens * per_token * 4 + (256 << 20)
+}
+
+/// The number of KV blocks for `model` under `cfg` and a constructor for its backend. CPU: the
+/// configured `kv_cache_mib`. CUDA: the weights are uploaded now; the KV cache gets what
+/// `gpu_memory_utilization` of the device leaves after everything already in use and the
+/// activation reserve (out of memory is a clear error).
+pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, BackendFactory)> {
+    let block_size = cfg.kv_block_size;
+    if use_cuda(cfg)? {
+        let pool = CudaPool::get(cfg)?;
+        pool.weights(model)?;
+        let max_tokens = cfg.prefill_chunk.max(cfg.serve.max_batch_tokens);
+        let blocks = CudaBackend::blocks_for_memory(
+            pool.device(),
+            &model.config,
+            block_size,
+            cfg.gpu_memory_utilization,
+            activation_reserve(model, max_tokens),
+        )?;
+        let model = model.clone();
+        let make: BackendFactory = Box::new(move || {
+            let b = pool
+                .backend(&model, blocks, block_size, false)
+                .map_err(|e| memra_engine::Error::Unsupported(format!("{e:#}")))?;
+            Ok(Box::new(b) as Box<dyn Backend>)
+        });
+        return Ok((blocks, make));
+    }
+    let per_block = CpuBackend::kv_bytes_per_token(&model.config) * block_size;
+    // At least one full context's worth is not required; at least a few blocks are.
+    let blocks = ((cfg.kv_cache_mib << 20) / per_block).max(4);
+    let model = model.clone();
+    let make: BackendFactory = Box::new(move || {
+        Ok(Box::new(CpuBackend::new(model, blocks, block_size)) as Box<dyn Backend>)
+    });
+    Ok((blocks, make))
+}
