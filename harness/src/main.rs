@@ -1,12 +1,14 @@
 //! `memra`: benchmark-and-gating harness for LLM inference, with serving as one mode.
 
 mod backends;
+mod bench;
 mod config;
 mod gate;
 mod probe;
 mod pull;
 mod run;
 mod serve;
+mod synth;
 
 use clap::{Parser, Subcommand};
 use config::ConfigArgs;
@@ -35,9 +37,15 @@ enum Command {
     /// Run the exactness gates in gates/*.toml (fast path vs plain decode; HF and tokenizer
     /// parity); --canary runs each gate's deliberately broken arm, which must turn it red.
     Gate(gate::GateArgs),
+    /// Measure: decode tok/s (batch sizes, context depths; achieved GB/s against the measured copy
+    /// bandwidth) or time to first token; one JSONL row per figure in research/tune-data/.
+    Bench(bench::BenchArgs),
     /// Device facts (name, compute capability, SMs, memory) and measured copy bandwidth;
     /// --self-check compiles every CUDA kernel and compares it with the CPU reference.
     Probe(probe::ProbeArgs),
+    /// Write a random-weight checkpoint at a real model's shape (GGUF or an HF safetensors
+    /// directory, with tokenizer and config), deterministic by seed; --list shows the shapes.
+    Synth(synth::SynthArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,6 +67,8 @@ fn main() -> std::process::ExitCode {
             Command::Pull(a) => pull::run(a, &cfg),
             Command::Serve(a) => serve::run(a, &cfg),
             Command::Probe(a) => probe::run(a, &cfg),
+            Command::Bench(a) => bench::run(a, &cfg),
+            Command::Synth(a) => synth::run(a, &cfg),
         }
     });
     match result {

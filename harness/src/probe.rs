@@ -98,7 +98,13 @@ fn probe_cpu() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("device        cpu ({})", cuda::NO_DRIVER);
     println!("cores         {cores}");
-    // One thread copying 256 MiB: a floor for what one decode thread can stream.
+    let bw = cpu_copy_bandwidth();
+    println!("memory copy   {bw:.1} GB/s (256 MiB, one thread, read + write, best of 5)");
+}
+
+/// One thread copying 256 MiB, read + write, best of 5, in GB/s: a floor for what one decode
+/// thread can stream.
+pub fn cpu_copy_bandwidth() -> f64 {
     let n = 256usize << 20;
     let src = vec![1u8; n];
     let mut dst = vec![0u8; n];
@@ -110,8 +116,5 @@ fn probe_cpu() {
         std::hint::black_box(&dst);
         best = best.min(t.elapsed().as_secs_f64());
     }
-    println!(
-        "memory copy   {:.1} GB/s (256 MiB, one thread, read + write, best of 5)",
-        2.0 * n as f64 / best / 1e9
-    );
+    2.0 * n as f64 / best / 1e9
 }

@@ -3,6 +3,7 @@
 //! safetensors source translates HF names on open.
 
 pub mod gguf;
+pub mod gguf_write;
 pub mod safetensors;
 
 use crate::error::Result;

@@ -1,0 +1,240 @@
+//! The rows `memra bench` writes (DESIGN.md §5): one JSON object per figure with its conditions,
+//! and the run's environment measured once (device, commit, copy bandwidth).
+
+use crate::config::Config;
+use anyhow::Result;
+use memra_engine::backend::cpu::CpuBackend;
+use memra_engine::engine::Engine;
+use memra_engine::loader::LoadedModel;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// Median, min and max of N samples.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Stats {
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    /// Of `v` (non-empty); the median of an even count is the mean of the middle two.
+    pub fn of(v: &[f64]) -> Stats {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Stats {
+            n,
+            median,
+            min: s[0],
+            max: s[n - 1],
+        }
+    }
+}
+
+/// The conditions every row of a run shares.
+#[derive(Debug, Clone)]
+pub struct Env {
+    pub device: String,
+    pub backend: &'static str,
+    pub commit: String,
+    /// Device-to-device copy (GPU) or one-thread memcpy (CPU), read + write, GB/s.
+    pub copy_gbps: f64,
+    pub model: String,
+    pub dtype: String,
+    pub weight_bytes: usize,
+    pub kv_bytes_per_token: usize,
+    pub threads: usize,
+}
+
+/// One figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub time: u64,
+    pub commit: String,
+    pub device: String,
+    pub backend: &'static str,
+    pub model: String,
+    pub dtype: String,
+    pub scenario: &'static str,
+    pub params: serde_json::Value,
+    #[serde(flatten)]
+    pub stats: Stats,
+    pub unit: &'static str,
+    /// Achieved bandwidth (bytes the figure had to read / time), GB/s.
+    pub gbps: Option<f64>,
+    pub copy_gbps: f64,
+    /// `gbps / copy_gbps`.
+    pub bw_fraction: Option<f64>,
+    pub weight_bytes: usize,
+    pub host_threads: usize,
+    /// An anchor measured in the same run (none yet for this scenario).
+    pub anchor: Option<serde_json::Value>,
+}
+
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(c) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{c}+dirty")
+            } else {
+                c
+            }
+        }
+        None => "unknown".into(),
+    }
+}
+
+impl Env {
+    /// Measures the copy bandwidth of the engine's device and reads the rest.
+    pub fn measure(
+        cfg: &Config,
+        engine: &Engine,
+        loaded: &LoadedModel,
+        path: &Path,
+    ) -> Result<Env> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (device, copy_gbps) = if engine.backend.name() == "cuda" {
+            let pool = crate::backends::CudaPool::get(cfg)?;
+            let d = pool.device();
+            (d.info().name.clone(), d.copy_bandwidth(1 << 30, 5)?)
+        } else {
+            (
+                format!("cpu {threads} threads"),
+                crate::probe::cpu_copy_bandwidth(),
+            )
+        };
+        let m = &loaded.model;
+        Ok(Env {
+            device,
+            backend: engine.backend.name(),
+            commit: commit(),
+            copy_gbps,
+            model: path.file_name().map_or_else(
+                || path.display().to_string(),
+                |f| f.to_string_lossy().into(),
+            ),
+            dtype: m
+                .layers
+                .first()
+                .map_or("?", |l| l.w_gate.dtype().name())
+                .into(),
+            weight_bytes: memra_engine::backend::cuda::backend::weight_bytes(m),
+            kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config),
+            threads,
+        })
+    }
+
+    /// `nvidia-h200` from "NVIDIA H200": the tune-data file name.
+    pub fn device_slug(&self) -> String {
+        let s: String = self
+            .device
+            .to_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        s.split('-')
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("-")
+    }
+
+    /// A row of this run.
+    pub fn row(
+        &self,
+        scenario: &'static str,
+        params: serde_json::Value,
+        stats: Stats,
+        unit: &'static str,
+        gbps: Option<f64>,
+    ) -> Row {
+        Row {
+            time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            commit: self.commit.clone(),
+            device: self.device.clone(),
+            backend: self.backend,
+            model: self.model.clone(),
+            dtype: self.dtype.clone(),
+            scenario,
+            params,
+            stats,
+            unit,
+            gbps,
+            copy_gbps: self.copy_gbps,
+            bw_fraction: gbps.map(|g| g / self.copy_gbps),
+            weight_bytes: self.weight_bytes,
+            host_threads: self.threads,
+            anchor: None,
+        }
+    }
+}
+
+/// Appends `rows` to `path` as JSON lines (creating the directory).
+pub fn append(path: &Path, rows: &[Row]) -> Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    for r in rows {
+        writeln!(f, "{}", serde_json::to_string(r)?)?;
+    }
+    Ok(())
+}
+
+/// The rows as a short table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<8} {:<44} {:>10} {:>10} {:>10} {:>6} {:>8} {:>6}\n",
+        "scenario", "params", "median", "min", "max", "unit", "GB/s", "of bw"
+    );
+    for r in rows {
+        s += &format!(
+            "{:<8} {:<44} {:>10.2} {:>10.2} {:>10.2} {:>6} {:>8} {:>6}\n",
+            r.scenario,
+            r.params.to_string(),
+            r.stats.median,
+            r.stats.min,
+            r.stats.max,
+            r.unit,
+            r.gbps.map_or("-".into(), |g| format!("{g:.0}")),
+            r.bw_fraction
+                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_median_min_max() {
+        let s = Stats::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
+        let s = Stats::of(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
+    }
+}
