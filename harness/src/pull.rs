@@ -91,6 +91,9 @@ pub fn resolve_with(spec: &str, cfg: &Config, catalog: &Catalog) -> Result<PathB
     if let Some(rest) = spec.strip_prefix("hf:") {
         return hf::resolve(rest, &cfg.cache_dir, &cfg.hf_endpoint);
     }
+    if let Some(rest) = spec.strip_prefix("synth:") {
+        return crate::synth::resolve_spec(rest, &cfg.cache_dir);
+    }
     if let Some(entry) = catalog.get(spec) {
         if !install::is_cached(&cfg.cache_dir, entry) {
             eprintln!(
@@ -104,7 +107,7 @@ pub fn resolve_with(spec: &str, cfg: &Config, catalog: &Catalog) -> Result<PathB
         spec.contains(std::path::MAIN_SEPARATOR) || spec.contains('/') || spec.ends_with(".gguf");
     bail!(
         "unknown model {spec}{}; known: {}; a model can also be a .gguf file, an HF checkpoint \
-         directory or hf:owner/repo[:file]",
+         directory, hf:owner/repo[:file] or synth:SHAPE:DTYPE[:SEED]",
         if looks_like_path {
             " (no such file or directory)"
         } else {

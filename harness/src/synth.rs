@@ -137,6 +137,49 @@ pub struct Written {
     pub secs: f64,
 }
 
+/// Resolves a `synth:SHAPE:DTYPE[:SEED]` model spec (seed 0 by default) to a GGUF checkpoint in
+/// `<cache_dir>/generated/synth/`, writing it on first use. Errors: an unknown shape or dtype
+/// (listing the known ones), I/O.
+pub fn resolve_spec(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
+    let parts: Vec<&str> = rest.split(':').collect();
+    if parts.len() < 2 || parts.len() > 3 {
+        bail!("a synthetic model is synth:SHAPE:DTYPE[:SEED], e.g. synth:tiny-llama:q4_k (got synth:{rest})");
+    }
+    let shape = shapes::find(parts[0])?;
+    let dtype = <SynthDType as clap::ValueEnum>::from_str(parts[1], true).map_err(|_| {
+        anyhow::anyhow!(
+            "synth: unknown dtype {:?} (bf16, f16, q8_0, q4_k, q6_k)",
+            parts[1]
+        )
+    })?;
+    let seed: u64 = match parts.get(2) {
+        Some(s) => s
+            .parse()
+            .map_err(|_| anyhow::anyhow!("synth: seed {s:?} is not an integer"))?,
+        None => 0,
+    };
+    let dir = cache_dir.join("generated").join("synth").join(format!(
+        "{}-{}-s{seed}",
+        shape.name,
+        dtype.name()
+    ));
+    let spec = SynthSpec {
+        shape,
+        dtype,
+        format: Format::Gguf,
+        seed,
+        max_shard_bytes: 4096 << 20,
+    };
+    if let Some(existing) = std::fs::read_dir(&dir).ok().and_then(|rd| {
+        rd.filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "gguf"))
+    }) {
+        return Ok(existing);
+    }
+    eprintln!("synth:{rest}: writing {}", dir.display());
+    Ok(synthesize(&spec, &dir, true)?.path)
+}
+
 /// Runs `memra synth`.
 pub fn run(args: &SynthArgs, _cfg: &Config) -> Result<()> {
     if args.list {
