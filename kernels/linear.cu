@@ -65,6 +65,75 @@ __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const f
     }
 }
 
+// 16-bit floats (F16, BF16): lane l owns k = 256 c + 8 l + j (c = 0, 1, ...; j = 0..7), so each
+// warp load is 512 contiguous bytes of the row, 16 per lane; accumulated in increasing c and j,
+// then warp_sum, then the bias. Needs K % 8 == 0 and 16-byte aligned rows (K even suffices for
+// 2-byte elements when K % 8 == 0). Same grid as linear_impl.
+template <int F>
+__device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, const float* bias, float* y, int M,
+                                                 int K, int R, int split_canary) {
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
+    if (r >= R) return;
+    const int m0 = blockIdx.y * LIN_TOKENS;
+    const int mt = min(LIN_TOKENS, M - m0);
+    const u16* wr = reinterpret_cast<const u16*>(w) + (size_t)r * K;
+    const bool split = split_canary != 0 && M > 1;
+    float acc[LIN_TOKENS], acc2[LIN_TOKENS];
+#pragma unroll
+    for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
+#pragma unroll 4
+    for (int k = lane * 8; k < K; k += 256) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(wr + k);
+        const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+        float wv[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (F == FMT_BF16) {
+                wv[2 * j] = __uint_as_float(words[j] << 16);
+                wv[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+            } else {
+                wv[2 * j] = f16_bits_to_f32((u16)(words[j] & 0xffffu));
+                wv[2 * j + 1] = f16_bits_to_f32((u16)(words[j] >> 16));
+            }
+        }
+        const bool second = split && k >= K / 2;
+#pragma unroll
+        for (int t = 0; t < LIN_TOKENS; ++t) {
+            if (t < mt) {
+                const float* xr = x + (size_t)(m0 + t) * K + k;
+                const float4 a = *reinterpret_cast<const float4*>(xr);
+                const float4 b = *reinterpret_cast<const float4*>(xr + 4);
+                float s = second ? acc2[t] : acc[t];
+                s += wv[0] * a.x;
+                s += wv[1] * a.y;
+                s += wv[2] * a.z;
+                s += wv[3] * a.w;
+                s += wv[4] * b.x;
+                s += wv[5] * b.y;
+                s += wv[6] * b.z;
+                s += wv[7] * b.w;
+                if (second) acc2[t] = s; else acc[t] = s;
+            }
+        }
+    }
+    const float b = bias ? bias[r] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < LIN_TOKENS; ++t) {
+        float v = warp_sum(acc[t]);
+        if (split) v += warp_sum(acc2[t]);
+        if (bias) v += b;
+        if (t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
+    }
+}
+
+#define LINEAR_HALF(name, F)                                                                         \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
+        name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
+             long long row_bytes, int split_canary) {                                               \
+        linear_half_impl<F>(x, w, bias, y, M, K, R, split_canary);                                   \
+    }
+
 #define LINEAR(name, F)                                                                              \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
         name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
@@ -73,8 +142,8 @@ __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const f
     }
 
 LINEAR(linear_f32, FMT_F32)
-LINEAR(linear_f16, FMT_F16)
-LINEAR(linear_bf16, FMT_BF16)
+LINEAR_HALF(linear_f16, FMT_F16)
+LINEAR_HALF(linear_bf16, FMT_BF16)
 LINEAR(linear_q4_0, FMT_Q4_0)
 LINEAR(linear_q4_1, FMT_Q4_1)
 LINEAR(linear_q5_0, FMT_Q5_0)
