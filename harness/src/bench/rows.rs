@@ -79,29 +79,6 @@ pub struct Row {
     pub anchor: Option<serde_json::Value>,
 }
 
-fn commit() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "--short=12", "HEAD"]) {
-        Some(c) => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{c}+dirty")
-            } else {
-                c
-            }
-        }
-        None => "unknown".into(),
-    }
-}
-
 impl Env {
     /// Measures the copy bandwidth of the engine's device and reads the rest.
     pub fn measure(
@@ -125,7 +102,7 @@ impl Env {
         Ok(Env {
             device,
             backend: engine.backend.name(),
-            commit: commit(),
+            commit: env!("MEMRA_BUILD_COMMIT").to_string(),
             copy_gbps,
             model: path.file_name().map_or_else(
                 || path.display().to_string(),

@@ -103,7 +103,7 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         None => None,
     };
     let arm = if args.canary { "canary" } else { "gate" };
-    let commit = git_commit(&repo);
+    let commit = env!("MEMRA_BUILD_COMMIT");
     let mut rows = Vec::new();
     let mut cache: Vec<(String, std::sync::Arc<LoadedModel>)> = Vec::new();
     for g in &gates {
@@ -167,18 +167,6 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
 }
 
 /// The checked-out commit, when the repository is a git checkout.
-fn git_commit(repo: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 fn rayon_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
