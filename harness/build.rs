@@ -21,8 +21,38 @@ fn main() {
         "cargo:rustc-env=MEMRA_BUILD_COMMIT={commit}{}",
         if dirty { "+dirty" } else { "" }
     );
+    embed_defaults();
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         println!("cargo:rerun-if-changed={dir}/index");
     }
+}
+
+/// `OUT_DIR/embedded_defaults.rs`: `EMBEDDED`, every `boards/defaults/*.toml` as (stem, text).
+fn embed_defaults() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../boards/defaults");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let mut code = String::from(
+        "/// Every boards/defaults/*.toml, embedded at build time: (file stem, text).\npub const EMBEDDED: &[(&str, &str)] = &[\n",
+    );
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        code += &format!(
+            "    ({stem:?}, include_str!({:?})),\n",
+            f.display().to_string()
+        );
+    }
+    code += "];\n";
+    let out = std::path::Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR"))
+        .join("embedded_defaults.rs");
+    std::fs::write(out, code).expect("writing embedded_defaults.rs");
 }

@@ -22,6 +22,7 @@ pub type BackendFactory = memra_engine::sched::BackendFactory;
 pub fn kernel_options(cfg: &Config, extra: &[PathBuf]) -> KernelOptions {
     let mut opts = KernelOptions {
         cache_dir: Some(cfg.cache_dir.join("kernels")),
+        defines: cfg.kernel_defines.clone(),
         ..KernelOptions::default()
     };
     let mut include = extra.to_vec();

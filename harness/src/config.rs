@@ -5,7 +5,14 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Compile-time constants the kernels read (see kernels/*.cu).
+pub const KERNEL_DEFINES: [&str; 4] = ["LIN_WARPS", "LIN_TOKENS", "ATTN_SPLIT", "NORM_THREADS"];
+
+/// The source of a value nobody set.
+pub const BUILT_IN: &str = "built-in default";
 
 /// Settings shared by every subcommand.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,8 +43,60 @@ pub struct Config {
     /// Fraction of the GPU's memory memra may use for weights, activations and the KV cache
     /// (vLLM's `gpu_memory_utilization`); the KV cache gets what the rest leaves.
     pub gpu_memory_utilization: f64,
+    /// Tuned per-device defaults: "auto" (the file in boards/defaults/ for this device, embedded
+    /// in the binary), "none", or a path to such a file.
+    pub device_defaults: String,
+    /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, ATTN_SPLIT,
+    /// NORM_THREADS), as `-D` defines; unset ones come from the device defaults or the kernels.
+    pub kernel_defines: BTreeMap<String, String>,
+    /// Speculative decoding pauses while more than this many sequences run (the concurrency where
+    /// verify rows stop paying for themselves).
+    pub spec_max_running: usize,
+    /// A sequence stops speculating (probing again every 16 steps) while its acceptance moving
+    /// average is below this (where the measured verify and draft cost outweigh the accepted
+    /// tokens).
+    pub spec_min_acceptance: f32,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
+    /// Where each value came from (key → "built-in default", "config file …", "flag", or a
+    /// defaults file); keys as in the TOML file (`serve.port`, `kernel_defines.LIN_TOKENS`).
+    #[serde(skip)]
+    pub sources: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// Where `key`'s value came from.
+    pub fn source(&self, key: &str) -> &str {
+        self.sources.get(key).map_or(BUILT_IN, String::as_str)
+    }
+
+    /// Sets a tunable key from a device defaults file. Errors: a key that is not tunable, or a
+    /// value of the wrong type or out of range.
+    pub fn set_tuned(&mut self, key: &str, v: &toml::Value) -> Result<()> {
+        let int = || {
+            v.as_integer()
+                .filter(|&i| i > 0)
+                .map(|i| i as usize)
+                .with_context(|| format!("{key} must be a positive integer (got {v})"))
+        };
+        match key {
+            "prefill_chunk" => self.prefill_chunk = int()?,
+            "spec_max_running" => self.spec_max_running = int()?,
+            "serve.max_batch_tokens" => self.serve.max_batch_tokens = int()?,
+            "spec_min_acceptance" => {
+                let f = v
+                    .as_float()
+                    .filter(|f| (0.0..=1.0).contains(f))
+                    .with_context(|| format!("{key} must be a number in [0, 1] (got {v})"))?;
+                self.spec_min_acceptance = f as f32;
+            }
+            other => anyhow::bail!(
+                "{other} is not a tunable key (prefill_chunk, spec_max_running, \
+                 spec_min_acceptance, serve.max_batch_tokens)"
+            ),
+        }
+        Ok(())
+    }
 }
 
 /// Settings of `memra serve` (TOML table `[serve]`).
@@ -113,7 +172,12 @@ impl Default for Config {
                 .map(PathBuf::from),
             cuda_device: 0,
             gpu_memory_utilization: 0.9,
+            device_defaults: "auto".into(),
+            kernel_defines: BTreeMap::new(),
+            spec_max_running: 8,
+            spec_min_acceptance: 0.1,
             serve: ServeConfig::default(),
+            sources: BTreeMap::new(),
         }
     }
 }
@@ -130,7 +194,8 @@ fn default_cache_dir() -> PathBuf {
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
     /// kv_block_size, kv_cache_mib, prefill_chunk, cuda_home, cuda_device,
-    /// gpu_memory_utilization, and a [serve] table: models, host, port,
+    /// gpu_memory_utilization, device_defaults, spec_max_running, spec_min_acceptance, a
+    /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
     /// keepalive_secs, drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
@@ -150,6 +215,9 @@ pub struct ConfigArgs {
     /// CPU worker threads, 0 = one per core [default: 0].
     #[arg(long, global = true)]
     pub threads: Option<usize>,
+    /// Tuned per-device defaults: auto, none, or a boards/defaults/*.toml path [default: auto].
+    #[arg(long, global = true)]
+    pub device_defaults: Option<String>,
     /// CUDA device ordinal [default: 0].
     #[arg(long, global = true)]
     pub cuda_device: Option<usize>,
@@ -201,9 +269,52 @@ impl ConfigArgs {
     /// Defaults, then the TOML file, then flags.
     pub fn resolve(&self) -> Result<Config> {
         let mut c = match &self.config {
-            Some(p) => load_toml(p)?,
+            Some(p) => {
+                let (c, keys) = load_toml(p)?;
+                let mut c = c;
+                let src = format!("config file {}", p.display());
+                for k in keys {
+                    c.sources.insert(k, src.clone());
+                }
+                c
+            }
             None => Config::default(),
         };
+        let flags: Vec<&str> = [
+            ("cache_dir", self.cache_dir.is_some()),
+            ("hf_endpoint", self.hf_endpoint.is_some()),
+            ("python", self.python.is_some()),
+            ("backend", self.backend.is_some()),
+            ("threads", self.threads.is_some()),
+            ("device_defaults", self.device_defaults.is_some()),
+            ("cuda_device", self.cuda_device.is_some()),
+            (
+                "gpu_memory_utilization",
+                self.gpu_memory_utilization.is_some(),
+            ),
+            ("kv_cache_mib", self.kv_cache_mib.is_some()),
+            ("prefill_chunk", self.prefill_chunk.is_some()),
+            ("serve.host", self.host.is_some()),
+            ("serve.port", self.port.is_some()),
+            ("serve.max_batch_tokens", self.max_batch_tokens.is_some()),
+            ("serve.max_running", self.max_running.is_some()),
+            ("serve.queue_capacity", self.queue_capacity.is_some()),
+            ("serve.context_len", self.context_len.is_some()),
+            ("serve.api_key", self.api_key.is_some()),
+            ("serve.keyring", self.keyring.is_some()),
+            ("serve.draft_model", self.draft_model.is_some()),
+            ("serve.keepalive_secs", self.keepalive_secs.is_some()),
+            ("serve.drain_secs", self.drain_secs.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        for k in flags {
+            c.sources.insert(k.to_string(), "flag".into());
+        }
+        if let Some(v) = &self.device_defaults {
+            c.device_defaults = v.clone();
+        }
         if let Some(v) = &self.cache_dir {
             c.cache_dir = v.clone();
         }
@@ -276,6 +387,16 @@ impl ConfigArgs {
         if c.kv_block_size == 0 || c.prefill_chunk == 0 || c.kv_cache_mib == 0 {
             anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
         }
+        for (k, v) in &c.kernel_defines {
+            if !KERNEL_DEFINES.contains(&k.as_str()) || v.parse::<u32>().map_or(true, |n| n == 0) {
+                anyhow::bail!(
+                    "kernel_defines.{k} = {v:?}: known defines are {KERNEL_DEFINES:?}, each a positive integer"
+                );
+            }
+        }
+        if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
+            anyhow::bail!("spec_min_acceptance must be in [0, 1] and spec_max_running positive");
+        }
         if !(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0) {
             anyhow::bail!(
                 "gpu_memory_utilization must be in (0, 1] (got {})",
@@ -293,9 +414,20 @@ impl ConfigArgs {
     }
 }
 
-fn load_toml(path: &Path) -> Result<Config> {
+/// The file's configuration and the keys it set (`serve.port`, `kernel_defines.LIN_TOKENS`).
+fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))
+    let c: Config =
+        toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))?;
+    let table: toml::Table = toml::from_str(&text)?;
+    let mut keys = Vec::new();
+    for (k, v) in &table {
+        match v {
+            toml::Value::Table(t) => keys.extend(t.keys().map(|k2| format!("{k}.{k2}"))),
+            _ => keys.push(k.clone()),
+        }
+    }
+    Ok((c, keys))
 }
 
 #[cfg(test)]

@@ -3,12 +3,14 @@
 mod backends;
 mod bench;
 mod config;
+mod defaults;
 mod gate;
 mod probe;
 mod pull;
 mod run;
 mod serve;
 mod synth;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use config::ConfigArgs;
@@ -38,8 +40,15 @@ enum Command {
     /// parity); --canary runs each gate's deliberately broken arm, which must turn it red.
     Gate(gate::GateArgs),
     /// Measure: decode tok/s (batch sizes, context depths; achieved GB/s against the measured copy
-    /// bandwidth) or time to first token; one JSONL row per figure in research/tune-data/.
+    /// bandwidth), time to first token, serving under load (closed loop and Poisson arrivals
+    /// through `memra serve`), speculative speedup and acceptance, prefix-hit TTFT; one JSONL row
+    /// per figure in research/tune-data/. --compare REF re-measures REF's cells and flags changes
+    /// beyond the measured spread.
     Bench(bench::BenchArgs),
+    /// Sweep tunable constants on this device (kernel tiles, attention split, prefill chunk, the
+    /// speculation policy's thresholds), run the gates with the kept set, and write
+    /// boards/defaults/<device>.toml with provenance.
+    Tune(tune::TuneArgs),
     /// Device facts (name, compute capability, SMs, memory) and measured copy bandwidth;
     /// --self-check compiles every CUDA kernel and compares it with the CPU reference.
     Probe(probe::ProbeArgs),
@@ -57,7 +66,14 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = cli.config.resolve().and_then(|cfg| {
+    let result = cli.config.resolve().and_then(|mut cfg| {
+        // Commands that run a backend take the tuned defaults of the device they run on.
+        if matches!(
+            cli.command,
+            Command::Run(_) | Command::Serve(_) | Command::Gate(_) | Command::Bench(_)
+        ) {
+            defaults::apply(&mut cfg)?;
+        }
         if cfg.threads > 0 {
             rayon_threads(cfg.threads)?;
         }
@@ -68,6 +84,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(a) => serve::run(a, &cfg),
             Command::Probe(a) => probe::run(a, &cfg),
             Command::Bench(a) => bench::run(a, &cfg),
+            Command::Tune(a) => tune::run(a, &cfg),
             Command::Synth(a) => synth::run(a, &cfg),
         }
     });

@@ -208,6 +208,8 @@ fn run_speculative(
         SchedulerConfig {
             max_batch_tokens: cfg.prefill_chunk.max(spec.k + 1),
             max_context: loaded.model.config.max_context,
+            spec_max_running: cfg.spec_max_running,
+            spec_min_acceptance: cfg.spec_min_acceptance,
             ..Default::default()
         },
     )?;

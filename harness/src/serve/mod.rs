@@ -171,7 +171,10 @@ pub fn run(args: &ServeArgs, cfg: &Config) -> Result<()> {
         if shown.serve.api_key.is_some() {
             shown.serve.api_key = Some("<redacted>".into());
         }
-        print!("{}", toml::to_string_pretty(&shown)?);
+        print!(
+            "{}",
+            crate::defaults::annotate(&toml::to_string_pretty(&shown)?, &shown)
+        );
         return Ok(());
     }
     let specs: Vec<(String, String)> = cfg.serve.models.iter().map(|s| alias_and_spec(s)).collect();
@@ -220,6 +223,8 @@ fn load_models(
             queue_capacity: cfg.serve.queue_capacity,
             max_context: max_model_len,
             canary: SCHED_CANARY.get().copied().flatten(),
+            spec_max_running: cfg.spec_max_running,
+            spec_min_acceptance: cfg.spec_min_acceptance,
             ..Default::default()
         };
         let make_draft = match &cfg.serve.draft_model {

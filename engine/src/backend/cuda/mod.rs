@@ -28,6 +28,36 @@ pub(crate) fn drv(e: cudarc::driver::DriverError) -> Error {
     Error::Unsupported(format!("CUDA driver: {e}"))
 }
 
+/// What identifies a device for its tuned defaults (DESIGN.md §4): name, compute capability and
+/// SM count, read through the driver without creating a context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: i32,
+}
+
+/// The identity of CUDA device `ordinal`. Errors: no driver ("no CUDA driver found; use
+/// --backend cpu"), no such device, a driver call failing.
+pub fn device_identity(ordinal: usize) -> Result<DeviceIdentity> {
+    use cudarc::driver::{result, sys::CUdevice_attribute as A};
+    if !driver_present() {
+        return Err(Error::Unsupported(NO_DRIVER.into()));
+    }
+    result::init().map_err(drv)?;
+    let dev = result::device::get(ordinal as i32).map_err(drv)?;
+    // SAFETY: `dev` is a valid device handle from the driver; the attributes are plain integers.
+    let attr = |a| unsafe { result::device::get_attribute(dev, a) }.map_err(drv);
+    Ok(DeviceIdentity {
+        name: result::device::get_name(dev).map_err(drv)?,
+        compute_capability: (
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+    })
+}
+
 /// Maps an allocation failure to a clear error: out of memory names the size asked for.
 pub(crate) fn mem_err(e: cudarc::driver::DriverError, bytes: usize) -> Error {
     if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {

@@ -1,0 +1,333 @@
+//! Per-device tuned defaults (DESIGN.md §4): `boards/defaults/<device>.toml`, written by
+//! `memra tune`, embedded in the binary at build time. A device is identified by its name, compute
+//! capability and SM count (CPU: model name and cores). The values sit between the built-in
+//! defaults and the user's configuration: a config file or a flag always wins. Where each value
+//! came from is recorded in [`crate::config::Config::sources`] and shown by
+//! `memra serve --print-config`.
+
+use crate::config::Config;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+include!(concat!(env!("OUT_DIR"), "/embedded_defaults.rs"));
+
+/// A device as the defaults files name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceKey {
+    /// "NVIDIA H200", or the CPU's model name.
+    pub name: String,
+    /// "9.0" (CUDA), "cpu" otherwise.
+    pub compute_capability: String,
+    /// SMs (CUDA) or logical cores (CPU).
+    pub sm_count: i32,
+}
+
+impl DeviceKey {
+    /// The file stem: "nvidia-h200" from "NVIDIA H200".
+    pub fn slug(&self) -> String {
+        slug(&self.name)
+    }
+}
+
+/// Lower-case alphanumerics joined by single dashes.
+pub fn slug(name: &str) -> String {
+    let s: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Where the values came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub commit: String,
+    /// ISO date.
+    pub date: String,
+    pub tool: String,
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// One tuned value with the measurement that chose it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tuned {
+    /// The chosen value (integer or float).
+    pub value: toml::Value,
+    /// What was measured ("decode tok/s, SmolLM2-135M bs=1").
+    pub metric: String,
+    pub unit: String,
+    /// Timed runs behind `median`/`min`/`max`.
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Every candidate tried, in the order tried, and its median (`tried_medians`).
+    #[serde(default)]
+    pub tried: Vec<toml::Value>,
+    #[serde(default)]
+    pub tried_medians: Vec<f64>,
+}
+
+/// A `boards/defaults/<device>.toml` file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceDefaults {
+    pub device: DeviceKey,
+    pub provenance: Provenance,
+    /// Configuration keys (`prefill_chunk`, `spec_max_running`, `spec_min_acceptance`, …).
+    #[serde(default)]
+    pub engine: BTreeMap<String, Tuned>,
+    /// Kernel compile-time defines (`LIN_TOKENS`, `ATTN_SPLIT`, …).
+    #[serde(default)]
+    pub kernels: BTreeMap<String, Tuned>,
+}
+
+impl DeviceDefaults {
+    /// Parses one file's text; errors name `origin` and the field.
+    pub fn parse(text: &str, origin: &str) -> Result<DeviceDefaults> {
+        toml::from_str(text).with_context(|| format!("{origin}: invalid device defaults"))
+    }
+
+    /// Reads a file.
+    pub fn read(path: &Path) -> Result<DeviceDefaults> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+}
+
+/// The device the configuration will run on: CUDA device `cuda_device` when the backend is (or
+/// auto-selects) CUDA, else the CPU.
+pub fn current_device(cfg: &Config) -> Result<DeviceKey> {
+    if crate::backends::use_cuda(cfg)? {
+        let id = memra_engine::backend::cuda::device_identity(cfg.cuda_device)?;
+        return Ok(DeviceKey {
+            name: id.name,
+            compute_capability: format!("{}.{}", id.compute_capability.0, id.compute_capability.1),
+            sm_count: id.sm_count,
+        });
+    }
+    Ok(cpu_device())
+}
+
+/// The CPU as a device: its model name from /proc/cpuinfo (or "cpu") and its logical cores.
+pub fn cpu_device() -> DeviceKey {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "cpu".into());
+    DeviceKey {
+        name,
+        compute_capability: "cpu".into(),
+        sm_count: std::thread::available_parallelism().map_or(1, |n| n.get()) as i32,
+    }
+}
+
+/// The defaults for `dev`: the embedded file named after its slug, if its key matches exactly
+/// (same name, compute capability and SM count).
+pub fn embedded_for(dev: &DeviceKey) -> Result<Option<(String, DeviceDefaults)>> {
+    let slug = dev.slug();
+    for (stem, text) in EMBEDDED {
+        if *stem == slug {
+            let origin = format!("boards/defaults/{stem}.toml");
+            let d = DeviceDefaults::parse(text, &origin)?;
+            if &d.device == dev {
+                return Ok(Some((origin, d)));
+            }
+            tracing::warn!(
+                file = origin.as_str(),
+                "tuned defaults are for {:?} ({}, {} SMs), not this device ({}, {} SMs); not used",
+                d.device.name,
+                d.device.compute_capability,
+                d.device.sm_count,
+                dev.compute_capability,
+                dev.sm_count
+            );
+        }
+    }
+    Ok(None)
+}
+
+/// Applies the device defaults `cfg.device_defaults` selects ("auto": the embedded file for the
+/// current device; "none"; or a path) to every value that neither the config file nor a flag
+/// set. Logs once which file was used, or that the portable defaults run.
+pub fn apply(cfg: &mut Config) -> Result<()> {
+    let chosen = match cfg.device_defaults.as_str() {
+        "none" => None,
+        "auto" => {
+            let dev = current_device(cfg)?;
+            let found = embedded_for(&dev)?;
+            if found.is_none() {
+                tracing::info!(
+                    device = dev.name.as_str(),
+                    "no tuned defaults for this device (boards/defaults/{}.toml); running portable defaults",
+                    dev.slug()
+                );
+            }
+            found
+        }
+        path => Some((path.to_string(), DeviceDefaults::read(Path::new(path))?)),
+    };
+    let Some((origin, d)) = chosen else {
+        return Ok(());
+    };
+    let src = format!(
+        "{origin} ({} {}, commit {})",
+        d.provenance.tool, d.provenance.date, d.provenance.commit
+    );
+    tracing::info!(file = origin.as_str(), "using tuned defaults");
+    for (key, t) in &d.engine {
+        if cfg.source(key) != crate::config::BUILT_IN {
+            continue;
+        }
+        cfg.set_tuned(key, &t.value)
+            .with_context(|| format!("{origin}: engine.{key}"))?;
+        cfg.sources.insert(key.clone(), src.clone());
+    }
+    for (key, t) in &d.kernels {
+        let k = format!("kernel_defines.{key}");
+        if cfg.kernel_defines.contains_key(key) {
+            continue;
+        }
+        let v = match &t.value {
+            toml::Value::Integer(i) => i.to_string(),
+            other => bail!("{origin}: kernels.{key} must be an integer (got {other})"),
+        };
+        cfg.kernel_defines.insert(key.clone(), v);
+        cfg.sources.insert(k, src.clone());
+    }
+    Ok(())
+}
+
+/// `toml` text of the configuration with each value's source as a trailing comment.
+pub fn annotate(text: &str, cfg: &Config) -> String {
+    let mut table = String::new();
+    let mut out = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            table = t.trim_matches(|c| c == '[' || c == ']').to_string();
+            out += line;
+        } else if let Some((k, _)) = t.split_once(" = ") {
+            let key = if table.is_empty() {
+                k.trim().to_string()
+            } else {
+                format!("{table}.{}", k.trim())
+            };
+            out += &format!("{line}  # {}", cfg.source(&key));
+        } else {
+            out += line;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs() {
+        assert_eq!(slug("NVIDIA H200"), "nvidia-h200");
+        assert_eq!(
+            slug("  Intel(R) Xeon(R) CPU @ 2.10GHz "),
+            "intel-r-xeon-r-cpu-2-10ghz"
+        );
+    }
+
+    #[test]
+    fn embedded_files_parse_and_name_their_device() {
+        for (stem, text) in EMBEDDED {
+            let d = DeviceDefaults::parse(text, stem).unwrap();
+            assert_eq!(
+                &d.device.slug(),
+                stem,
+                "file name must be the device's slug"
+            );
+            for (k, t) in d.engine.iter().chain(&d.kernels) {
+                assert!(
+                    t.n >= 1 && t.min <= t.median && t.median <= t.max,
+                    "{stem}: {k}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn file_values_apply_below_config_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.toml");
+        std::fs::write(
+            &p,
+            r#"
+[device]
+name = "Test GPU"
+compute_capability = "9.0"
+sm_count = 4
+[provenance]
+commit = "abc"
+date = "2026-11-30"
+tool = "memra tune"
+[engine.prefill_chunk]
+value = 128
+metric = "ttft"
+unit = "ms"
+n = 3
+median = 1.0
+min = 0.9
+max = 1.1
+[engine.spec_max_running]
+value = 3
+metric = "spec speedup"
+unit = "x"
+n = 3
+median = 1.2
+min = 1.1
+max = 1.3
+[kernels.LIN_TOKENS]
+value = 16
+metric = "decode"
+unit = "tok/s"
+n = 3
+median = 10.0
+min = 9.0
+max = 11.0
+"#,
+        )
+        .unwrap();
+        // The flag sets prefill_chunk; the file fills spec_max_running and LIN_TOKENS.
+        let args = crate::config::ConfigArgs {
+            prefill_chunk: Some(64),
+            device_defaults: Some(p.display().to_string()),
+            ..Default::default()
+        };
+        let mut c = args.resolve().unwrap();
+        apply(&mut c).unwrap();
+        assert_eq!(c.prefill_chunk, 64);
+        assert_eq!(c.source("prefill_chunk"), "flag");
+        assert_eq!(c.spec_max_running, 3);
+        assert!(c.source("spec_max_running").contains("memra tune"));
+        assert_eq!(
+            c.kernel_defines.get("LIN_TOKENS").map(String::as_str),
+            Some("16")
+        );
+        let text = annotate(&toml::to_string_pretty(&c).unwrap(), &c);
+        assert!(text.contains("prefill_chunk = 64  # flag"), "{text}");
+        assert!(text.contains("spec_max_running = 3  # "), "{text}");
+    }
+}

@@ -1,0 +1,436 @@
+//! `memra tune`: measures candidates for the tunable constants on this device, keeps the best,
+//! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
+//! (DESIGN.md §4). What it sweeps:
+//!
+//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_WARPS` (decode tok/s, bs=1) and `ATTN_SPLIT`
+//!   (decode tok/s at a 2,048-token depth), one at a time with the others at their best so far.
+//! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
+//! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
+//!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
+//!   tokens per verify, (1 − α^(K+1)) / (1 − α) at acceptance α (Leviathan et al. 2023, eq. 1),
+//!   exceed c(K). `spec_min_acceptance` is the break-even α at K = 4; `spec_max_running` the
+//!   largest batch at which a verify still pays at α = 0.6 (the n-gram acceptance measured on
+//!   code editing, research/spec/).
+
+use crate::config::Config;
+use crate::defaults::{DeviceDefaults, Provenance, Tuned};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
+use memra_engine::backend::cuda::CudaDevice;
+use memra_engine::backend::{Backend, LogitsWanted, SeqChunk};
+use memra_engine::engine::{Engine, GenerateRequest};
+use memra_engine::kv::BlockTable;
+use memra_engine::loader::LoadedModel;
+use memra_engine::sample::SamplingParams;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `memra tune`.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Model measured (anything `memra pull` accepts, e.g. synth:llama-3.1-8b:q4_k).
+    #[arg(long, default_value = "smollm2-135m-instruct")]
+    pub model: String,
+    /// What to sweep: kernels, prefill, spec (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "kernels,prefill,spec")]
+    pub what: Vec<String>,
+    /// Timed runs per candidate (N).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Tokens generated per decode measurement.
+    #[arg(long, default_value_t = 64)]
+    pub new_tokens: usize,
+    /// `memra gate --only` pattern run with the kept values before the file is written; "none"
+    /// skips the gates.
+    #[arg(long, default_value = "qwen3")]
+    pub gates: String,
+    /// Output file [default: boards/defaults/<device>.toml].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+/// Decode tok/s at bs=1 after `depth` prompt tokens: the whole run minus the run stopped after
+/// its first token, `reps` times after one warm-up.
+fn decode_tok_s(
+    e: &mut Engine,
+    vocab: usize,
+    depth: usize,
+    new: usize,
+    reps: usize,
+) -> Result<Vec<f64>> {
+    let req = |n| GenerateRequest {
+        prompt: ids(depth, vocab, 7),
+        params: SamplingParams::greedy(),
+        max_tokens: n,
+        stop_ids: vec![],
+        sequence: 0,
+    };
+    let (full, first) = (req(new), req(1));
+    let mut out = Vec::new();
+    for i in 0..=reps {
+        let t = Instant::now();
+        e.run_batch(std::slice::from_ref(&full), false)?;
+        let a = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        e.run_batch(std::slice::from_ref(&first), false)?;
+        let b = t.elapsed().as_secs_f64();
+        if i > 0 {
+            out.push((new - 1) as f64 / (a - b).max(1e-9));
+        }
+    }
+    Ok(out)
+}
+
+/// Milliseconds to the first token of a `len`-token prompt.
+fn ttft_ms(e: &mut Engine, vocab: usize, len: usize, reps: usize) -> Result<Vec<f64>> {
+    let req = GenerateRequest {
+        prompt: ids(len, vocab, 11),
+        params: SamplingParams::greedy(),
+        max_tokens: 1,
+        stop_ids: vec![],
+        sequence: 0,
+    };
+    let mut out = Vec::new();
+    for i in 0..=reps {
+        let t = Instant::now();
+        e.run_batch(std::slice::from_ref(&req), false)?;
+        if i > 0 {
+            out.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(out)
+}
+
+/// Median milliseconds of one forward holding `seqs` sequences of `rows` new tokens each, every
+/// sequence `depth` tokens deep (its KV written first).
+fn forward_ms(
+    e: &mut Engine,
+    vocab: usize,
+    seqs: usize,
+    rows: usize,
+    depth: usize,
+    reps: usize,
+) -> Result<f64> {
+    let mut tables = vec![BlockTable::default(); seqs];
+    for t in tables.iter_mut() {
+        e.blocks.reserve(t, depth + rows)?;
+        e.prefill(t, &ids(depth, vocab, 3), 512)?;
+    }
+    let toks = ids(rows, vocab, 5);
+    let mut times = Vec::new();
+    for i in 0..=reps {
+        let batch: Vec<SeqChunk<'_>> = tables
+            .iter()
+            .map(|t| SeqChunk {
+                tokens: &toks,
+                start_pos: depth,
+                block_table: &t.blocks,
+                logits: if rows == 1 {
+                    LogitsWanted::Last
+                } else {
+                    LogitsWanted::All
+                },
+            })
+            .collect();
+        let t0 = Instant::now();
+        e.backend.forward(&batch)?;
+        if i > 0 {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for t in tables.iter_mut() {
+        e.blocks.free_table(t);
+    }
+    Ok(stats(&times).0)
+}
+
+fn tuned(
+    value: toml::Value,
+    metric: String,
+    unit: &str,
+    v: &[f64],
+    candidates: Vec<(toml::Value, f64)>,
+) -> Tuned {
+    let (median, min, max) = stats(v);
+    Tuned {
+        value,
+        metric,
+        unit: unit.into(),
+        n: v.len(),
+        median,
+        min,
+        max,
+        tried: candidates.iter().map(|c| c.0.clone()).collect(),
+        tried_medians: candidates.iter().map(|c| c.1).collect(),
+    }
+}
+
+/// An engine on a CUDA device opened with `defines`, or an error naming the candidate.
+fn cuda_engine(
+    cfg: &Config,
+    loaded: &LoadedModel,
+    defines: &BTreeMap<String, String>,
+    blocks: usize,
+) -> Result<Engine> {
+    let mut c = cfg.clone();
+    c.kernel_defines = defines.clone();
+    let dev = Arc::new(CudaDevice::open_with(
+        cfg.cuda_device,
+        crate::backends::kernel_options(&c, &[]),
+    )?);
+    let w = Arc::new(CudaWeights::upload(&dev, &loaded.model)?);
+    let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?;
+    Ok(Engine::new(
+        Box::new(b) as Box<dyn Backend>,
+        cfg.prefill_chunk,
+    ))
+}
+
+/// Today's UTC date as YYYY-MM-DD (civil-from-days, H. Hinnant's "chrono-compatible low-level
+/// date algorithms").
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Runs `memra tune`.
+pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
+    let reps = args.reps.max(1);
+    let dev = crate::defaults::current_device(cfg)?;
+    let cuda = crate::backends::use_cuda(cfg)?;
+    let path = crate::pull::resolve(&args.model, cfg)?;
+    let loaded = memra_engine::loader::load(&path)?;
+    let c = &loaded.model.config;
+    let vocab = c.vocab_size;
+    let model_name = path
+        .file_name()
+        .map_or(args.model.clone(), |f| f.to_string_lossy().into());
+    eprintln!(
+        "tune on {} ({}), model {model_name}, N = {reps}",
+        dev.name,
+        if cuda { "cuda" } else { "cpu" }
+    );
+    let mut engine_vals = BTreeMap::new();
+    let mut kernel_vals = BTreeMap::new();
+    let mut defines: BTreeMap<String, String> = BTreeMap::new();
+    if args.what.iter().any(|w| w == "kernels") && cuda {
+        let sweeps: [(&str, &[u32], usize); 3] = [
+            ("LIN_TOKENS", &[4, 8, 16], 128),
+            ("LIN_WARPS", &[2, 4, 8], 128),
+            ("ATTN_SPLIT", &[128, 256, 512], 2048),
+        ];
+        for (name, cands, depth) in sweeps {
+            let mut results = Vec::new();
+            for &v in cands
+                .iter()
+                .filter(|&&v| name != "ATTN_SPLIT" || v as usize >= c.head_dim)
+            {
+                let mut d = defines.clone();
+                d.insert(name.into(), v.to_string());
+                let blocks = (depth + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
+                let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
+                let s = decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps)?;
+                eprintln!("  {name}={v}: {:.1} tok/s", stats(&s).0);
+                results.push((v, s));
+            }
+            let best = results
+                .iter()
+                .max_by(|a, b| stats(&a.1).0.total_cmp(&stats(&b.1).0))
+                .context("no candidate")?;
+            defines.insert(name.into(), best.0.to_string());
+            let cands = results
+                .iter()
+                .map(|(v, s)| (toml::Value::Integer(*v as i64), stats(s).0))
+                .collect();
+            kernel_vals.insert(
+                name.to_string(),
+                tuned(
+                    toml::Value::Integer(best.0 as i64),
+                    format!(
+                        "decode tok/s, bs=1, depth {depth}, {} new tokens",
+                        args.new_tokens
+                    ),
+                    "tok/s",
+                    &best.1,
+                    cands,
+                ),
+            );
+        }
+    }
+    let mut run_cfg = cfg.clone();
+    run_cfg.kernel_defines.extend(defines.clone());
+    let mut engine = crate::run::make_engine(&loaded, &run_cfg)?;
+    if args.what.iter().any(|w| w == "prefill") {
+        let len = if cuda { 2048 } else { 256 };
+        let mut results = Vec::new();
+        for chunk in [128usize, 256, 512, 1024]
+            .into_iter()
+            .filter(|&ch| ch <= len)
+        {
+            engine.prefill_chunk = chunk;
+            let s = ttft_ms(&mut engine, vocab, len, reps)?;
+            eprintln!("  prefill_chunk={chunk}: TTFT {:.1} ms", stats(&s).0);
+            results.push((chunk, s));
+        }
+        let best = results
+            .iter()
+            .min_by(|a, b| stats(&a.1).0.total_cmp(&stats(&b.1).0))
+            .context("no candidate")?;
+        engine.prefill_chunk = best.0;
+        let cands = results
+            .iter()
+            .map(|(v, s)| (toml::Value::Integer(*v as i64), stats(s).0))
+            .collect();
+        engine_vals.insert(
+            "prefill_chunk".to_string(),
+            tuned(
+                toml::Value::Integer(best.0 as i64),
+                format!("TTFT of a {len}-token prompt"),
+                "ms",
+                &best.1,
+                cands,
+            ),
+        );
+    }
+    if args.what.iter().any(|w| w == "spec") {
+        let (k, alpha) = (4usize, 0.6f64);
+        let depth = 256;
+        let one = forward_ms(&mut engine, vocab, 1, 1, depth, reps)?;
+        let verify = forward_ms(&mut engine, vocab, 1, k + 1, depth, reps)?;
+        let cost = verify / one;
+        let gain = |a: f64| (1.0 - a.powi(k as i32 + 1)) / (1.0 - a);
+        // Break-even acceptance: gain(α) = cost, by bisection (gain rises from 1 at α = 0).
+        let (mut lo, mut hi) = (0.0f64, 0.999f64);
+        for _ in 0..50 {
+            let mid = (lo + hi) / 2.0;
+            if gain(mid) < cost {
+                lo = mid
+            } else {
+                hi = mid
+            }
+        }
+        let min_acc = if gain(0.999) < cost { 1.0 } else { hi };
+        eprintln!(
+            "  verify of {} rows = {cost:.2} decode rows; break-even acceptance {min_acc:.2}",
+            k + 1
+        );
+        engine_vals.insert(
+            "spec_min_acceptance".into(),
+            tuned(
+                toml::Value::Float((min_acc * 100.0).round() / 100.0),
+                format!("verify cost of K+1 = {} rows in decode rows at depth {depth} (break-even acceptance solves (1-a^(K+1))/(1-a) = cost)", k + 1),
+                "decode rows",
+                &[cost],
+                vec![],
+            ),
+        );
+        let mut best_b = 1usize;
+        let mut cands = Vec::new();
+        let cap = engine.blocks.num_blocks() * engine.blocks.block_size() / (depth + k + 1);
+        for b in [1usize, 2, 4, 8, 16, 32, 64]
+            .into_iter()
+            .filter(|&b| b <= cap)
+        {
+            let plain = forward_ms(&mut engine, vocab, b, 1, depth, reps)?;
+            let spec = forward_ms(&mut engine, vocab, b, k + 1, depth, reps)?;
+            let cb = spec / plain;
+            eprintln!(
+                "  batch {b}: verify costs {cb:.2} decode steps (pays below {:.2})",
+                gain(alpha)
+            );
+            cands.push((toml::Value::Integer(b as i64), cb));
+            if cb < gain(alpha) {
+                best_b = b;
+            }
+        }
+        let med: Vec<f64> = cands.iter().map(|c| c.1).collect();
+        engine_vals.insert(
+            "spec_max_running".into(),
+            tuned(
+                toml::Value::Integer(best_b as i64),
+                format!("verify cost (K+1 = {} rows per sequence) in decode steps per batch size; pays while below {:.2} tokens per verify at acceptance {alpha}", k + 1, gain(alpha)),
+                "decode steps",
+                &med,
+                cands,
+            ),
+        );
+    }
+    drop(engine);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("boards/defaults").join(format!("{}.toml", dev.slug())));
+    let file = DeviceDefaults {
+        device: dev.clone(),
+        provenance: Provenance {
+            commit: env!("MEMRA_BUILD_COMMIT").into(),
+            date: today_utc(),
+            tool: "memra tune".into(),
+            notes: format!(
+                "model {model_name}; N = {reps} timed runs per candidate after one warm-up"
+            ),
+        },
+        engine: engine_vals,
+        kernels: kernel_vals,
+    };
+    if let Some(d) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    let candidate = out.with_extension("toml.candidate");
+    std::fs::write(&candidate, toml::to_string_pretty(&file)?)?;
+    if args.gates != "none" {
+        let lane = if cuda { "cuda" } else { "cpu" };
+        eprintln!(
+            "gates with the kept values: memra gate --lane {lane} --only {}",
+            args.gates
+        );
+        let st = std::process::Command::new(std::env::current_exe()?)
+            .arg("--device-defaults")
+            .arg(&candidate)
+            .args(["gate", "--lane", lane, "--only", &args.gates])
+            .status()
+            .context("running memra gate")?;
+        if !st.success() {
+            bail!(
+                "the gates are red with the tuned values; nothing written (candidate left in {})",
+                candidate.display()
+            );
+        }
+    }
+    std::fs::rename(&candidate, &out)?;
+    println!("{}", toml::to_string_pretty(&file)?);
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
