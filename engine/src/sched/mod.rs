@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::kv::prefix::{chain_hashes, PrefixCache};
 use crate::kv::{BlockManager, BlockTable};
 use crate::sample;
+use crate::spec::{DraftModelDrafter, DraftState, Drafter};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -127,10 +128,7 @@ impl SchedulerHandle {
                 }
                 let _ = init_tx.send(Ok(backend.num_blocks() * backend.block_size()));
                 let mut core = Core::new(backend, c2, s2, q2);
-                core.draft = draft.map(|backend| DraftModel {
-                    bm: BlockManager::new(backend.num_blocks(), backend.block_size()),
-                    backend,
-                });
+                core.draft = draft.map(DraftModelDrafter::new);
                 core.run(rx);
                 st2.store(true, Ordering::SeqCst);
             })
@@ -246,14 +244,7 @@ struct Seq {
     spec_pause: u32,
     /// The draft model's KV for this sequence (its own block pool) and how many positions of it
     /// are valid.
-    draft_table: BlockTable,
-    draft_computed: usize,
-}
-
-/// A draft model sharing the target's tokenizer, with its own KV pool.
-struct DraftModel {
-    backend: Box<dyn Backend>,
-    bm: BlockManager,
+    draft_state: DraftState,
 }
 
 impl Seq {
@@ -273,15 +264,15 @@ impl Seq {
             accepted: 0,
             accept_rate: 1.0,
             spec_pause: 0,
-            draft_table: BlockTable::default(),
-            draft_computed: 0,
+            draft_state: DraftState::default(),
         }
     }
 }
 
 struct Core {
     backend: Box<dyn Backend>,
-    draft: Option<DraftModel>,
+    /// The draft model for `SpecMethod::DraftModel` requests, when one is loaded.
+    draft: Option<DraftModelDrafter>,
     bm: BlockManager,
     prefix: PrefixCache,
     cfg: SchedulerConfig,
@@ -572,9 +563,8 @@ impl Core {
     fn release(&mut self, s: &mut Seq) {
         self.bm.free_table(&mut s.table);
         if let Some(d) = self.draft.as_mut() {
-            d.bm.free_table(&mut s.draft_table);
+            d.release(&mut s.draft_state);
         }
-        s.draft_computed = 0;
     }
 
     fn preempt(&mut self, j: usize) {

@@ -2,11 +2,10 @@
 //! verify rows, prefill chunks), drafting, one backend forward, then sampling and speculative
 //! acceptance.
 
-use super::Core;
+use super::{Core, Seq};
 use crate::backend::{LogitsWanted, SeqChunk};
 use crate::error::Result;
-use crate::sample;
-use crate::spec::{Drafter, NgramDrafter, SpecMethod};
+use crate::spec::{DraftJob, Drafter, LayerSkipDrafter, NgramDrafter, SpecMethod};
 
 /// One sequence's part of the step.
 struct Planned {
@@ -18,9 +17,8 @@ struct Planned {
     draft: Vec<u32>,
     /// Draft budget when the sequence speculates this step.
     spec_k: usize,
-    layer_skip: Option<usize>,
-    /// Drafts come from the draft model.
-    draft_model: bool,
+    /// How it drafts, when it speculates this step.
+    method: Option<SpecMethod>,
 }
 
 impl Core {
@@ -147,181 +145,90 @@ impl Core {
                 spec_k = 0; // no draft model loaded: plain decode (the server validates requests)
             }
             let s = &self.running[i];
-            let mut draft = Vec::new();
-            let mut layer_skip = None;
-            match method {
-                Some(SpecMethod::Ngram { max_n }) if spec_k > 0 => {
-                    draft = NgramDrafter { max_n }.propose(&s.tokens, spec_k);
-                }
-                Some(SpecMethod::LayerSkip { layers }) if spec_k > 0 => layer_skip = Some(layers),
-                _ => {}
-            }
-            let draft_model = method == Some(SpecMethod::DraftModel) && spec_k > 0;
-            let n = if layer_skip.is_some() || draft_model {
+            // A speculating sequence feeds its last token plus up to `spec_k` drafts.
+            let n = if spec_k > 0 {
                 1 + spec_k
             } else {
-                (s.tokens.len() - s.computed).min(budget).max(1) + draft.len()
+                (s.tokens.len() - s.computed).min(budget).max(1)
             };
             if self.reserve(i, n) {
                 budget -= n;
                 let s = &self.running[i];
-                let model_drafted = layer_skip.is_some() || draft_model;
-                let plain = n - draft.len() - if model_drafted { spec_k } else { 0 };
+                let plain = if spec_k > 0 { 1 } else { n };
                 plan.push(Planned {
                     key,
-                    feed: s.tokens[s.computed..s.computed + plain]
-                        .iter()
-                        .chain(&draft)
-                        .copied()
-                        .collect(),
+                    feed: s.tokens[s.computed..s.computed + plain].to_vec(),
                     start: s.computed,
-                    draft,
+                    draft: Vec::new(),
                     spec_k,
-                    layer_skip,
-                    draft_model,
+                    method: if spec_k > 0 { method } else { None },
                 });
             }
         }
         plan.retain(|p| self.running.iter().any(|s| s.order == p.key));
-        self.draft_layer_skip(&mut plan)?;
-        self.draft_with_model(&mut plan)?;
+        self.run_drafters(&mut plan)?;
         Ok(plan)
     }
 
-    /// Layer-skip drafting: `k` rounds of one-token forwards through the first L layers, greedy.
-    /// The partial K/V it writes at the draft positions is overwritten by the verify forward.
-    fn draft_layer_skip(&mut self, plan: &mut [Planned]) -> Result<()> {
-        let rounds = plan
-            .iter()
-            .filter(|p| p.layer_skip.is_some())
-            .map(|p| p.spec_k)
-            .max()
-            .unwrap_or(0);
-        for round in 0..rounds {
-            let active: Vec<usize> = (0..plan.len())
-                .filter(|&j| {
-                    plan[j].layer_skip.is_some()
-                        && plan[j].draft.len() == round
-                        && round < plan[j].spec_k
-                })
-                .collect();
-            if active.is_empty() {
-                break;
-            }
-            // Group by layer count (one partial forward per distinct L).
-            let mut layer_counts: Vec<usize> = active
-                .iter()
-                .map(|&j| plan[j].layer_skip.expect("set"))
-                .collect();
-            layer_counts.sort_unstable();
-            layer_counts.dedup();
-            for l in layer_counts {
-                let group: Vec<usize> = active
-                    .iter()
-                    .copied()
-                    .filter(|&j| plan[j].layer_skip == Some(l))
-                    .collect();
-                let feeds: Vec<(u32, usize, usize)> = group
-                    .iter()
-                    .map(|&j| {
-                        let p = &plan[j];
-                        let tok = if round == 0 {
-                            p.feed[0]
-                        } else {
-                            p.draft[round - 1]
-                        };
-                        (tok, p.start + round, self.position(p.key))
-                    })
-                    .collect();
-                let toks: Vec<[u32; 1]> = feeds.iter().map(|f| [f.0]).collect();
-                let chunks: Vec<SeqChunk<'_>> = feeds
-                    .iter()
-                    .zip(&toks)
-                    .map(|(f, t)| SeqChunk {
-                        tokens: t,
-                        start_pos: f.1,
-                        block_table: &self.running[f.2].table.blocks,
-                        logits: LogitsWanted::Last,
-                    })
-                    .collect();
-                let rows = self.backend.forward_layers(&chunks, l)?;
-                drop(chunks);
-                for (&j, row) in group.iter().zip(rows) {
-                    plan[j].draft.push(sample::argmax(&row));
-                }
+    /// Runs each drafting method once over all the planned sequences that use it, and appends
+    /// the drafts to their feeds.
+    fn run_drafters(&mut self, plan: &mut [Planned]) -> Result<()> {
+        let mut methods: Vec<SpecMethod> = Vec::new();
+        for m in plan.iter().filter_map(|p| p.method) {
+            if !methods.contains(&m) {
+                methods.push(m);
             }
         }
-        for p in plan.iter_mut().filter(|p| p.layer_skip.is_some()) {
-            p.feed.truncate(1);
-            p.feed.extend_from_slice(&p.draft);
+        for m in methods {
+            let members: Vec<(u64, usize, usize)> = (0..plan.len())
+                .filter(|&j| plan[j].method == Some(m))
+                .map(|j| (plan[j].key, plan[j].spec_k, j))
+                .collect();
+            let Core {
+                running,
+                backend,
+                draft,
+                ..
+            } = &mut *self;
+            let mut jobs = Vec::new();
+            let mut slots = Vec::new();
+            for s in running.iter_mut() {
+                if let Some(&(_, k, j)) = members.iter().find(|(key, _, _)| *key == s.order) {
+                    let Seq {
+                        tokens,
+                        table,
+                        draft_state,
+                        ..
+                    } = s;
+                    jobs.push(DraftJob {
+                        tokens,
+                        k,
+                        target_table: &table.blocks,
+                        state: draft_state,
+                        draft: Vec::new(),
+                    });
+                    slots.push(j);
+                }
+            }
+            let target = &mut **backend;
+            match m {
+                SpecMethod::Ngram { max_n } => NgramDrafter { max_n }.draft(target, &mut jobs)?,
+                SpecMethod::LayerSkip { layers } => {
+                    LayerSkipDrafter { layers }.draft(target, &mut jobs)?
+                }
+                SpecMethod::DraftModel => {
+                    if let Some(d) = draft.as_mut() {
+                        d.draft(target, &mut jobs)?;
+                    }
+                }
+            }
+            let drafts: Vec<Vec<u32>> = jobs.into_iter().map(|j| j.draft).collect();
+            for (j, d) in slots.into_iter().zip(drafts) {
+                plan[j].feed.extend_from_slice(&d);
+                plan[j].draft = d;
+            }
         }
         Ok(())
-    }
-
-    /// Draft-model drafting: catch the draft model's KV up to the sequence (its own block pool),
-    /// then `k` greedy one-token steps. A sequence whose draft blocks run out decodes plainly.
-    fn draft_with_model(&mut self, plan: &mut [Planned]) -> Result<()> {
-        let Some(mut dm) = self.draft.take() else {
-            return Ok(());
-        };
-        let result = (|| -> Result<()> {
-            let mut active: Vec<usize> = Vec::new();
-            for (j, p) in plan.iter().enumerate().filter(|(_, p)| p.draft_model) {
-                let i = self.position(p.key);
-                let s = &mut self.running[i];
-                let end = s.tokens.len() + p.spec_k;
-                if dm.bm.reserve(&mut s.draft_table, end).is_ok() {
-                    active.push(j);
-                }
-            }
-            for round in 0..plan.iter().map(|p| p.spec_k).max().unwrap_or(0) {
-                let group: Vec<usize> = active
-                    .iter()
-                    .copied()
-                    .filter(|&j| plan[j].draft.len() == round && round < plan[j].spec_k)
-                    .collect();
-                if group.is_empty() {
-                    break;
-                }
-                // Round 0 feeds everything the draft model has not seen (through the last
-                // token); later rounds feed the previous draft token.
-                let feeds: Vec<(Vec<u32>, usize, usize)> = group
-                    .iter()
-                    .map(|&j| {
-                        let p = &plan[j];
-                        let i = self.position(p.key);
-                        let s = &self.running[i];
-                        if round == 0 {
-                            (s.tokens[s.draft_computed..].to_vec(), s.draft_computed, i)
-                        } else {
-                            (vec![p.draft[round - 1]], s.tokens.len() - 1 + round, i)
-                        }
-                    })
-                    .collect();
-                let chunks: Vec<SeqChunk<'_>> = feeds
-                    .iter()
-                    .map(|(t, start, i)| SeqChunk {
-                        tokens: t,
-                        start_pos: *start,
-                        block_table: &self.running[*i].draft_table.blocks,
-                        logits: LogitsWanted::Last,
-                    })
-                    .collect();
-                let rows = dm.backend.forward(&chunks)?;
-                drop(chunks);
-                for ((&j, row), (t, start, i)) in group.iter().zip(rows).zip(&feeds) {
-                    plan[j].draft.push(sample::argmax(&row));
-                    self.running[*i].draft_computed = start + t.len();
-                }
-            }
-            for p in plan.iter_mut().filter(|p| p.draft_model) {
-                p.feed.truncate(1);
-                p.feed.extend_from_slice(&p.draft);
-            }
-            Ok(())
-        })();
-        self.draft = Some(dm);
-        result
     }
 
     /// Speculative acceptance: walk the verify rows, choosing each position's token exactly as
@@ -367,11 +274,9 @@ impl Core {
         }
         let computed = s.computed;
         // The draft model's KV stays valid up to the last accepted draft token.
-        s.draft_computed = s.draft_computed.min(computed);
-        let draft_computed = s.draft_computed;
-        if let Some(dm) = self.draft.as_mut() {
-            dm.bm
-                .truncate(&mut self.running[i].draft_table, draft_computed);
+        let Core { running, draft, .. } = &mut *self;
+        if let Some(dm) = draft.as_mut() {
+            dm.rollback(&mut running[i].draft_state, computed);
         }
         self.bm.truncate(&mut self.running[i].table, computed);
         self.index_full_blocks(i);

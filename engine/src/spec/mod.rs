@@ -61,25 +61,22 @@ impl SpecParams {
     }
 }
 
-/// A drafter that needs no model: proposes from the sequence's own tokens.
-pub trait Drafter {
-    /// Up to `k` tokens to follow `tokens` (prompt plus output so far).
-    fn propose(&self, tokens: &[u32], k: usize) -> Vec<u32>;
-}
+pub mod drafters;
+pub use drafters::{DraftJob, DraftModelDrafter, DraftState, Drafter, LayerSkipDrafter};
 
 /// Shortest tail that may be matched: a single-token match proposes noise far more often than
 /// a continuation (measured on the CPU benchmark prompts: acceptance 10-41% with 1-token matches).
 pub const MIN_NGRAM: usize = 2;
 
-/// Prompt-lookup drafter.
+/// Prompt-lookup drafter (Saxena 2023): needs no model, proposes from the sequence's own tokens.
 pub struct NgramDrafter {
     pub max_n: usize,
 }
 
-impl Drafter for NgramDrafter {
-    /// Finds the most recent earlier occurrence of the last n tokens (n from `max_n` down to 1)
-    /// and proposes the up to `k` tokens that followed it.
-    fn propose(&self, tokens: &[u32], k: usize) -> Vec<u32> {
+impl NgramDrafter {
+    /// Finds the most recent earlier occurrence of the last n tokens (n from `max_n` down to
+    /// [`MIN_NGRAM`]) and proposes the up to `k` tokens that followed it.
+    pub fn propose(&self, tokens: &[u32], k: usize) -> Vec<u32> {
         let len = tokens.len();
         for n in (MIN_NGRAM..=self.max_n.min(len.saturating_sub(1))).rev() {
             let tail = &tokens[len - n..];
