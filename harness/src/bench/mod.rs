@@ -1,11 +1,22 @@
 //! `memra bench`: measured figures, one JSONL row each (DESIGN.md §5), in
 //! `research/tune-data/<device>.jsonl` unless `--out` says otherwise.
 //!
-//! Scenarios so far: `decode` (tok/s at batch sizes and context depths, with achieved GB/s against
-//! the copy bandwidth measured in the same run) and `ttft` (time to first token at prompt
-//! lengths). Each figure: warm-up runs, then N timed runs; median, min and max.
+//! Scenarios: `decode` (tok/s at batch sizes and context depths, with achieved GB/s against the
+//! copy bandwidth measured in the same run), `ttft` (time to first token at prompt lengths),
+//! `serve` (a `memra serve` child process under a built-in load generator: closed loop at each
+//! concurrency and open loop with Poisson arrivals; TTFT and inter-token latency percentiles,
+//! aggregate tok/s, errors), `spec` (speculative decoding against plain decode per prompt class:
+//! speedup and acceptance, interleaved A/B) and `prefix` (TTFT with the prompt's prefix in the
+//! prefix cache against cold, interleaved). Each figure: warm-up runs, then N timed runs; median,
+//! min and max. `--compare REF.jsonl` re-measures REF's cells and flags changes beyond the spread
+//! ([`compare`]).
 
+mod compare;
+mod prefix;
 mod rows;
+mod sched;
+mod serve;
+mod spec;
 
 use crate::config::Config;
 use anyhow::{bail, Context, Result};
@@ -13,7 +24,7 @@ use clap::{Args, ValueEnum};
 use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::loader::LoadedModel;
 use memra_engine::sample::SamplingParams;
-use rows::{Row, Stats};
+use rows::{Env, Row, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,14 +35,43 @@ pub enum Scenario {
     Decode,
     /// Time to first token (prefill of the whole prompt plus the first token's logits).
     Ttft,
+    /// `memra serve` as a child process under a load generator streaming /v1/completions:
+    /// closed loop at each `--concurrency`, open loop (Poisson arrivals) at each `--rate`. Per
+    /// level three rows: aggregate output tok/s, TTFT and inter-token latency (p50/p90/p99 and
+    /// error counts in `extra`). The server gets this command's config flags (backend, KV cache,
+    /// serve limits, ...) but binds 127.0.0.1 on a free port without API keys.
+    Serve,
+    /// Speculative decoding vs plain decode through the scheduler, per prompt class
+    /// (gates/prompts/spec_CLASS.jsonl), each `--method` and `--k`: decode speedup (paired,
+    /// interleaved plain/spec runs) and acceptance; outputs must be identical.
+    Spec,
+    /// TTFT of a prompt whose first `prompt_len - suffix_len` tokens are in the prefix cache vs
+    /// the same-length prompt cold, interleaved, through the scheduler; rows for both and the
+    /// cold/hit ratio.
+    Prefix,
+}
+
+impl Scenario {
+    /// The name rows carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Decode => "decode",
+            Scenario::Ttft => "ttft",
+            Scenario::Serve => "serve",
+            Scenario::Spec => "spec",
+            Scenario::Prefix => "prefix",
+        }
+    }
 }
 
 /// Arguments of `memra bench`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// The scenario.
-    pub scenario: Scenario,
-    /// Model: a catalog name, hf:owner/repo[:file], a .gguf file or an HF checkpoint directory.
+    /// The scenario (with --compare: only REF's cells of this scenario; omit it for all).
+    #[arg(required_unless_present = "compare")]
+    pub scenario: Option<Scenario>,
+    /// Model: a catalog name, hf:owner/repo[:file], synth:SHAPE:DTYPE, a .gguf file or an HF
+    /// checkpoint directory.
     #[arg(long, default_value = "smollm2-135m-instruct")]
     pub model: String,
     /// decode: batch sizes (sequences decoding together), comma-separated.
@@ -40,35 +80,122 @@ pub struct BenchArgs {
     /// decode: context depths (prompt tokens before decoding starts), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "128")]
     pub depth: Vec<usize>,
-    /// decode: tokens generated per sequence.
+    /// decode, serve, spec: tokens generated per sequence (end-of-sequence ignored).
     #[arg(long, default_value_t = 256)]
     pub new_tokens: usize,
-    /// ttft: prompt lengths in tokens, comma-separated.
+    /// ttft, prefix: prompt lengths in tokens, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "512,1024,4096")]
     pub prompt_len: Vec<usize>,
+    /// prefix: tokens after the cached prefix (the part a hit still prefills).
+    #[arg(long, default_value_t = 32)]
+    pub suffix_len: usize,
+    #[command(flatten)]
+    pub load: Box<LoadArgs>,
+    #[command(flatten)]
+    pub spec: Box<SpecArgs>,
     /// Timed runs per figure (N).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Untimed warm-up runs per figure.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Seed of the random prompts and of the Poisson arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Re-measure every cell (scenario, params) of this JSONL file that was measured on this
+    /// device, backend and model (and of SCENARIO, when one is named), and flag each whose new
+    /// median falls outside the file's [min, max] widened by the new run's half-spread; exits
+    /// non-zero when any cell got worse beyond it or could not be re-measured. Writes rows only
+    /// with --out.
+    #[arg(long, value_name = "REF.jsonl")]
+    pub compare: Option<PathBuf>,
     /// JSONL file the rows are appended to [default: research/tune-data/<device>.jsonl].
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
+/// The load generator of `memra bench serve` (boxed in [`BenchArgs`] to keep it small).
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// serve: closed-loop concurrency levels, comma-separated [default: 1,2,4,8,16,32,64 when
+    /// --rate is not given either].
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Option<Vec<usize>>,
+    /// serve: open-loop arrival rates in requests/s (Poisson), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// serve: requests per timed run [default: 4 x concurrency, at least 8; open loop: 10 x
+    /// rate, at least 16].
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    pub requests: usize,
+    /// serve: instead of a request count, issue requests for this many seconds per timed run
+    /// (those in flight then finish and count).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// serve: prompt tokens per request (random token ids, distinct per request so the prefix
+    /// cache never serves them).
+    #[arg(long, default_value_t = 128)]
+    pub input_len: usize,
+    /// serve: a fixed text prompt instead of random tokens (each request's copy is prefixed with
+    /// its number, so the prefix cache does not serve it).
+    #[arg(long)]
+    pub prompt_text: Option<String>,
+}
+
+/// The drafters and prompts of `memra bench spec`.
+#[derive(Debug, Clone, Args)]
+pub struct SpecArgs {
+    /// spec: prompt classes, read from PROMPTS_DIR/spec_CLASS.jsonl, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "chat,code,agentic")]
+    pub class: Vec<String>,
+    /// spec: directory of the prompt sets.
+    #[arg(long, default_value = "gates/prompts")]
+    pub prompts_dir: PathBuf,
+    /// spec: drafters, comma-separated: ngram[:N] (prompt lookup), layerskip:L (the first L
+    /// layers draft), draft (the --draft-model).
+    #[arg(long, value_delimiter = ',', default_value = "ngram")]
+    pub method: Vec<String>,
+    /// spec: draft tokens per verify (1..=16), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4")]
+    pub k: Vec<usize>,
+}
+
+/// What every scenario of one run shares: the model, the measured environment, and the engine
+/// that decode and ttft time (built on first use and dropped before a scenario that builds its
+/// own scheduler or server, so two KV caches never share a GPU).
+pub struct Ctx<'a> {
+    pub cfg: &'a Config,
+    pub path: PathBuf,
+    pub loaded: LoadedModel,
+    pub env: Env,
+    engine: Option<Engine>,
+    /// Next seed for a random prompt that must not repeat within the run.
+    next_seed: u64,
+}
+
+impl Ctx<'_> {
+    /// A seed not used before in this run.
+    pub fn fresh_seed(&mut self) -> u64 {
+        self.next_seed += 1;
+        self.next_seed
+    }
+}
+
+/// The next value of a splitmix64 sequence whose state is `s`.
+pub fn splitmix64(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Random prompt ids in `[0, vocab)` from a fixed seed (splitmix64), so every run and every
 /// backend sees the same tokens.
-fn prompt_ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+pub fn prompt_ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
     let mut s = seed;
     (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) % vocab as u64) as u32
-        })
+        .map(|_| (splitmix64(&mut s) % vocab as u64) as u32)
         .collect()
 }
 
@@ -114,27 +241,59 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
-    let mut engine = crate::run::make_engine(&loaded, cfg)?;
-    let env = rows::Env::measure(cfg, &engine, &loaded, &path)?;
-    let out = match &args.out {
-        Some(p) => p.clone(),
-        None => PathBuf::from("research/tune-data").join(format!("{}.jsonl", env.device_slug())),
+    let env = Env::measure(cfg, &loaded, &path)?;
+    let mut ctx = Ctx {
+        cfg,
+        path,
+        loaded,
+        env,
+        engine: None,
+        next_seed: args.seed.wrapping_mul(1 << 32),
     };
+    let out = match &args.out {
+        Some(p) => Some(p.clone()),
+        None if args.compare.is_some() => None,
+        None => Some(
+            PathBuf::from("research/tune-data").join(format!("{}.jsonl", ctx.env.device_slug())),
+        ),
+    };
+    if let Some(reference) = &args.compare {
+        return compare::run(args, &mut ctx, reference, out.as_deref());
+    }
+    let scenario = args.scenario.context("name a scenario")?;
+    let out = out.expect("set without --compare");
     eprintln!(
-        "bench {:?} on {} ({}), copy bandwidth {:.0} GB/s; rows -> {}",
-        args.scenario,
-        env.device,
-        env.backend,
-        env.copy_gbps,
+        "bench {} on {} ({}), copy bandwidth {:.0} GB/s; rows -> {}",
+        scenario.name(),
+        ctx.env.device,
+        ctx.env.backend,
+        ctx.env.copy_gbps,
         out.display()
     );
-    let rows = match args.scenario {
-        Scenario::Decode => decode(args, &mut engine, &loaded, &env)?,
-        Scenario::Ttft => ttft(args, &mut engine, &loaded, &env)?,
-    };
+    let rows = measure(scenario, args, &mut ctx)?;
     rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     print!("{}", rows::table(&rows));
     Ok(())
+}
+
+/// The rows of one scenario under `args`.
+fn measure(scenario: Scenario, args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
+    if matches!(scenario, Scenario::Decode | Scenario::Ttft) {
+        if ctx.engine.is_none() {
+            ctx.engine = Some(crate::run::make_engine(&ctx.loaded, ctx.cfg)?);
+        }
+        let engine = ctx.engine.as_mut().expect("built above");
+        return match scenario {
+            Scenario::Decode => decode(args, engine, &ctx.loaded, &ctx.env),
+            _ => ttft(args, engine, &ctx.loaded, &ctx.env),
+        };
+    }
+    ctx.engine = None;
+    match scenario {
+        Scenario::Serve => serve::run(args, ctx),
+        Scenario::Spec => spec::run(args, ctx),
+        _ => prefix::run(args, ctx),
+    }
 }
 
 fn decode(

@@ -4,7 +4,6 @@
 use crate::config::Config;
 use anyhow::Result;
 use memra_engine::backend::cpu::CpuBackend;
-use memra_engine::engine::Engine;
 use memra_engine::loader::LoadedModel;
 use serde::Serialize;
 use std::io::Write;
@@ -37,6 +36,26 @@ impl Stats {
             max: s[n - 1],
         }
     }
+}
+
+/// The `p`-th percentile (0..=100) of `v` (non-empty), linearly interpolated between the two
+/// nearest ranks (numpy's default), so p50 is the median and p100 the maximum.
+pub fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let x = (p / 100.0).clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (x - lo as f64)
+}
+
+/// p50, p90, p99 and mean of `v` (non-empty) as a JSON object, for a row's `extra`.
+pub fn percentiles(v: &[f64]) -> serde_json::Value {
+    serde_json::json!({
+        "p50": percentile(v, 50.0),
+        "p90": percentile(v, 90.0),
+        "p99": percentile(v, 99.0),
+        "mean": v.iter().sum::<f64>() / v.len() as f64,
+    })
 }
 
 /// The conditions every row of a run shares.
@@ -77,18 +96,19 @@ pub struct Row {
     pub host_threads: usize,
     /// An anchor measured in the same run (none yet for this scenario).
     pub anchor: Option<serde_json::Value>,
+    /// Scenario-specific figures beside the median/min/max (percentiles, request and error
+    /// counts, acceptance); absent when a scenario has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<serde_json::Value>,
 }
 
 impl Env {
-    /// Measures the copy bandwidth of the engine's device and reads the rest.
-    pub fn measure(
-        cfg: &Config,
-        engine: &Engine,
-        loaded: &LoadedModel,
-        path: &Path,
-    ) -> Result<Env> {
+    /// Measures the copy bandwidth of the device the configuration selects and reads the rest
+    /// (no engine is built: the scenarios that run a scheduler or a server build their own).
+    pub fn measure(cfg: &Config, loaded: &LoadedModel, path: &Path) -> Result<Env> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let (device, copy_gbps) = if engine.backend.name() == "cuda" {
+        let cuda = crate::backends::use_cuda(cfg)?;
+        let (device, copy_gbps) = if cuda {
             let pool = crate::backends::CudaPool::get(cfg)?;
             let d = pool.device();
             (d.info().name.clone(), d.copy_bandwidth(1 << 30, 5)?)
@@ -101,7 +121,7 @@ impl Env {
         let m = &loaded.model;
         Ok(Env {
             device,
-            backend: engine.backend.name(),
+            backend: if cuda { "cuda" } else { "cpu" },
             commit: env!("MEMRA_BUILD_COMMIT").to_string(),
             copy_gbps,
             model: path.file_name().map_or_else(
@@ -161,6 +181,7 @@ impl Env {
             weight_bytes: self.weight_bytes,
             host_threads: self.threads,
             anchor: None,
+            extra: None,
         }
     }
 }
@@ -180,15 +201,21 @@ pub fn append(path: &Path, rows: &[Row]) -> Result<()> {
     Ok(())
 }
 
-/// The rows as a short table.
+/// The rows as a short table (the `extra` figures compactly at the end of each line).
 pub fn table(rows: &[Row]) -> String {
+    let pw = rows
+        .iter()
+        .map(|r| r.params.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let mut s = format!(
-        "{:<8} {:<44} {:>10} {:>10} {:>10} {:>6} {:>8} {:>6}\n",
-        "scenario", "params", "median", "min", "max", "unit", "GB/s", "of bw"
+        "{:<8} {:<pw$} {:>10} {:>10} {:>10} {:>6} {:>8} {:>6}  {}\n",
+        "scenario", "params", "median", "min", "max", "unit", "GB/s", "of bw", "extra"
     );
     for r in rows {
         s += &format!(
-            "{:<8} {:<44} {:>10.2} {:>10.2} {:>10.2} {:>6} {:>8} {:>6}\n",
+            "{:<8} {:<pw$} {:>10.3} {:>10.3} {:>10.3} {:>6} {:>8} {:>6}  {}\n",
             r.scenario,
             r.params.to_string(),
             r.stats.median,
@@ -197,10 +224,41 @@ pub fn table(rows: &[Row]) -> String {
             r.unit,
             r.gbps.map_or("-".into(), |g| format!("{g:.0}")),
             r.bw_fraction
-                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
+                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0)),
+            r.extra.as_ref().map_or(String::new(), compact),
         );
     }
     s
+}
+
+/// `k=v` pairs of an `extra` object: numbers to 4 significant digits, nested objects by their
+/// `p50`/`p99` or `median` when they have one.
+fn compact(v: &serde_json::Value) -> String {
+    let num = |x: f64| {
+        if x == x.trunc() && x.abs() < 1e9 {
+            format!("{x}")
+        } else {
+            format!("{x:.4}")
+        }
+    };
+    let Some(o) = v.as_object() else {
+        return v.to_string();
+    };
+    o.iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::Number(n) => format!("{k}={}", num(n.as_f64().unwrap_or(0.0))),
+            serde_json::Value::Object(m) => {
+                let pick = ["p50", "p99", "median"]
+                    .iter()
+                    .filter_map(|f| m.get(*f).and_then(|x| x.as_f64()).map(|x| (f, x)))
+                    .map(|(f, x)| format!("{f}={}", num(x)))
+                    .collect::<Vec<_>>();
+                format!("{k}[{}]", pick.join(","))
+            }
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -213,5 +271,19 @@ mod tests {
         assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
         let s = Stats::of(&[4.0, 1.0, 2.0, 3.0]);
         assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
+    }
+
+    #[test]
+    fn percentiles_interpolate() {
+        let v: Vec<f64> = (1..=101).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 51.0);
+        assert_eq!(percentile(&v, 99.0), 100.0);
+        assert_eq!(percentile(&[1.0, 2.0], 50.0), 1.5);
+        assert_eq!(percentile(&[7.0], 99.0), 7.0);
+        let p = percentiles(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(
+            (p["p50"].as_f64(), p["mean"].as_f64()),
+            (Some(2.5), Some(2.5))
+        );
     }
 }

@@ -225,7 +225,6 @@ fn load_models(
             canary: SCHED_CANARY.get().copied().flatten(),
             spec_max_running: cfg.spec_max_running,
             spec_min_acceptance: cfg.spec_min_acceptance,
-            ..Default::default()
         };
         let make_draft = match &cfg.serve.draft_model {
             Some(d) => {

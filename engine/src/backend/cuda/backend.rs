@@ -45,8 +45,9 @@ pub struct CudaWeights {
     pub bytes: usize,
 }
 
+/// A linear layer's weights, Q8_0 and Q4_K repacked for aligned loads.
 fn mat(dev: &CudaDevice, m: &dyn QuantMatrix, bias: Option<&Vec<f32>>) -> Result<DevMatrix> {
-    DevMatrix::upload(
+    DevMatrix::upload_repacked(
         dev,
         m.raw(),
         m.dtype(),
@@ -86,8 +87,10 @@ impl CudaWeights {
         let tied = Arc::ptr_eq(&model.lm_head, &model.embed);
         let rope = |base: f32| Rope::new(c.head_dim, base, c.rope_style);
         let bytes = weight_bytes(model);
+        let e = &model.embed;
         Ok(CudaWeights {
-            embed: mat(dev, &*model.embed, None)?,
+            // Raw layout: the embedding gather reads it (and the LM head when tied).
+            embed: DevMatrix::upload(dev, e.raw(), e.dtype(), e.rows(), e.cols(), None)?,
             layers,
             out_norm: dev.upload(&model.out_norm)?,
             lm_head: if tied {

@@ -10,11 +10,33 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 /// A weight matrix on the device: `[rows, cols]` in its stored format (raw GGUF/safetensors
 /// bytes, row-major, `rows * dtype.bytes_for(cols)` bytes), with an optional f32 bias `[rows]`.
 pub struct DevMatrix {
+    /// Raw bytes, or the aligned quants of a repacked matrix.
     pub data: CudaSlice<u8>,
+    /// Block headers of a repacked matrix (Q8_0: f16 scales `[rows, cols/32]`; Q4_K: 16 bytes
+    /// per super-block `[rows, cols/256]`: d, dmin, the 12-byte scale table).
+    pub aux: Option<CudaSlice<u8>>,
     pub dtype: DType,
     pub rows: usize,
     pub cols: usize,
     pub bias: Option<CudaSlice<f32>>,
+}
+
+/// Splits GGUF Q8_0 / Q4_K rows into 16-byte-aligned quants and a header array (the layout the
+/// `linear_*_r` kernels read); `None` for other formats.
+fn repack(raw: &[u8], dtype: DType) -> Option<(Vec<u8>, Vec<u8>)> {
+    let (bb, hdr_src, hdr_len): (usize, std::ops::Range<usize>, usize) = match dtype {
+        DType::Q8_0 => (34, 0..2, 2),
+        DType::Q4_K => (144, 0..16, 16),
+        _ => return None,
+    };
+    let blocks = raw.len() / bb;
+    let mut q = Vec::with_capacity(blocks * (bb - hdr_len));
+    let mut h = Vec::with_capacity(blocks * hdr_len);
+    for b in raw.chunks_exact(bb) {
+        h.extend_from_slice(&b[hdr_src.clone()]);
+        q.extend_from_slice(&b[hdr_len..]);
+    }
+    Some((q, h))
 }
 
 impl DevMatrix {
@@ -42,11 +64,37 @@ impl DevMatrix {
         let bias = bias.map(|b| dev.upload(b)).transpose()?;
         Ok(DevMatrix {
             data,
+            aux: None,
             dtype,
             rows,
             cols,
             bias,
         })
+    }
+
+    /// [`DevMatrix::upload`], repacking Q8_0 and Q4_K into the aligned layout of the
+    /// `linear_*_r` kernels (same values, same reduction order, 16-byte loads). Such a matrix
+    /// serves linear layers only, not embedding gathers.
+    pub fn upload_repacked(
+        dev: &CudaDevice,
+        raw: &[u8],
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<DevMatrix> {
+        let checked = dtype.bytes_for(cols).map(|b| b * rows) == Some(raw.len());
+        match repack(raw, dtype).filter(|_| checked && cols.is_multiple_of(32)) {
+            Some((q, h)) => Ok(DevMatrix {
+                data: dev.upload(&q)?,
+                aux: Some(dev.upload(&h)?),
+                dtype,
+                rows,
+                cols,
+                bias: bias.map(|b| dev.upload(b)).transpose()?,
+            }),
+            None => Self::upload(dev, raw, dtype, rows, cols, bias),
+        }
     }
 
     /// Bytes per row.
@@ -269,6 +317,9 @@ impl CudaDevice {
         if m == 0 {
             return Ok(());
         }
+        if let Some(aux) = &w.aux {
+            return self.linear_repacked(x, w, aux, y, m, split_canary);
+        }
         let f = self.function("linear.cu", &format!("linear_{}", fmt_suffix(w.dtype)))?;
         let warps = self.define("LIN_WARPS", 4);
         let tokens = self.define("LIN_TOKENS", 8);
@@ -294,6 +345,46 @@ impl CudaDevice {
             .arg(&row_bytes)
             .arg(&canary);
         // SAFETY: signature matches; shapes checked above and at DevMatrix construction.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// [`CudaDevice::linear`] for a repacked Q8_0 / Q4_K matrix (`linear_q8_0_r`,
+    /// `linear_q4_k_r`); shapes already checked.
+    fn linear_repacked(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        aux: &CudaSlice<u8>,
+        y: &mut CudaSlice<f32>,
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        let (k, r) = (w.cols, w.rows);
+        let func = match w.dtype {
+            DType::Q8_0 => "linear_q8_0_r",
+            DType::Q4_K => "linear_q4_k_r",
+            d => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
+        };
+        let f = self.function("linear.cu", func)?;
+        let warps = self.define("LIN_WARPS", 4);
+        let tokens = self.define("LIN_TOKENS", 8);
+        let cfg = LaunchConfig {
+            grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let canary = i32::from(split_canary);
+        let null = 0u64;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(x).arg(&w.data).arg(aux);
+        match &w.bias {
+            Some(bias) => b.arg(bias),
+            None => b.arg(&null),
+        };
+        b.arg(y).arg(&mi).arg(&ki).arg(&ri).arg(&canary);
+        // SAFETY: signature matches; the repacked sizes follow from rows and cols.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }

@@ -289,20 +289,39 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             }
         }
         let wd = DevMatrix::upload(dev, &wb, dtype, r, k, None)?;
+        let wr = DevMatrix::upload_repacked(dev, &wb, dtype, r, k, None)?;
         let mut passes = Vec::new();
+        let mut repacked_same = true;
         for &m in &ms {
             let xd = s.clone_htod(&x[..m * k]).map_err(drv)?;
             let mut yd = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
             dev.linear(&xd, &wd, &mut yd, false)?;
-            passes.push((m, s.clone_dtoh(&yd).map_err(drv)?));
+            let raw = s.clone_dtoh(&yd).map_err(drv)?;
+            if wr.aux.is_some() {
+                dev.linear(&xd, &wr, &mut yd, false)?;
+                let rep = s.clone_dtoh(&yd).map_err(drv)?;
+                repacked_same &= rep
+                    .iter()
+                    .zip(&raw)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+            }
+            passes.push((m, raw));
         }
         let (d, ok) = compare(&passes.last().expect("pass").1, &cpu, &scale, 0.0, 1e-5);
         out.push(CheckRow {
-            op: format!("linear_{}", dtype.name().to_lowercase()),
+            op: format!(
+                "linear_{}{}",
+                dtype.name().to_lowercase(),
+                if wr.aux.is_some() { "(+_r)" } else { "" }
+            ),
             case: format!("K={k} R={r} M={ms:?}"),
             max_abs_diff: d,
-            tolerance: "1e-5·Σ|w·x|".into(),
-            within: ok,
+            tolerance: if wr.aux.is_some() {
+                "1e-5·Σ|w·x|; _r bit-equal".into()
+            } else {
+                "1e-5·Σ|w·x|".into()
+            },
+            within: ok && repacked_same,
             batch_identical: Some(same_bits(&passes, r)),
         });
     }

@@ -1,0 +1,409 @@
+//! `memra bench` end to end through the built binary on the CPU backend with the tiny synthetic
+//! model (`synth:tiny-llama:q4_k`, written in milliseconds into each test's own cache): every
+//! scenario runs with tiny parameters and writes rows with sane values, and `--compare` flags a
+//! reference row that was altered. Every command runs in a temporary directory and writes its
+//! rows with --out, so nothing lands in the repository.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const MODEL: &str = "synth:tiny-llama:q4_k";
+
+struct Bench {
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        Bench {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `memra --backend cpu ... bench ARGS --model MODEL` in the temporary directory.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_memra"))
+            .args(["--backend", "cpu", "--kv-cache-mib", "16", "--cache-dir"])
+            .arg(self.path("cache"))
+            .arg("bench")
+            .args(args)
+            .args(["--model", MODEL])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .env_remove("MEMRA_CONFIG")
+            .env_remove("MEMRA_API_KEY")
+            .output()
+            .expect("run memra")
+    }
+
+    /// Runs a scenario that must succeed, writing to OUT, and returns the rows it wrote.
+    fn rows(&self, out: &str, args: &[&str]) -> Vec<Value> {
+        let mut all = args.to_vec();
+        let o = self.path(out);
+        all.extend(["--out", o.to_str().unwrap()]);
+        let r = self.run(&all);
+        assert!(
+            r.status.success(),
+            "memra bench {all:?} failed:\n{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        read_rows(&o)
+    }
+}
+
+fn read_rows(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("no number {k:?} in {v}"))
+}
+
+/// The fields every row has, with median/min/max consistent and positive.
+fn check_common(r: &Value, scenario: &str, n: u64) {
+    assert_eq!(r["scenario"], scenario, "{r}");
+    assert_eq!(r["backend"], "cpu");
+    assert_eq!(r["model"], "tiny-llama-q4_k.gguf");
+    assert_eq!(r["dtype"], "Q4_K");
+    assert!(r["device"].as_str().unwrap().starts_with("cpu"));
+    assert!(f(r, "copy_gbps") > 0.0 && f(r, "weight_bytes") > 0.0 && f(r, "time") > 0.0);
+    assert!(!r["commit"].as_str().unwrap().is_empty());
+    assert_eq!(r["n"].as_u64(), Some(n), "{r}");
+    let (md, lo, hi) = (f(r, "median"), f(r, "min"), f(r, "max"));
+    assert!(lo > 0.0 && lo <= md && md <= hi, "{r}");
+}
+
+#[test]
+fn decode_and_ttft_rows() {
+    let b = Bench::new();
+    let rows = b.rows(
+        "d.jsonl",
+        &[
+            "decode",
+            "--batch",
+            "1,2",
+            "--depth",
+            "16",
+            "--new-tokens",
+            "8",
+            "--reps",
+            "2",
+        ],
+    );
+    assert_eq!(rows.len(), 2);
+    for (r, batch) in rows.iter().zip([1, 2]) {
+        check_common(r, "decode", 2);
+        assert_eq!(r["unit"], "tok/s");
+        assert_eq!(r["params"]["batch"], batch);
+        assert!(f(r, "gbps") > 0.0 && f(r, "bw_fraction") > 0.0);
+        assert!(r.get("extra").is_none(), "decode rows carry no extra: {r}");
+    }
+    let rows = b.rows("t.jsonl", &["ttft", "--prompt-len", "16,64", "--reps", "2"]);
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        check_common(r, "ttft", 2);
+        assert_eq!(r["unit"], "ms");
+    }
+}
+
+/// Checks the three rows (throughput, TTFT, inter-token latency) of one serve level.
+fn check_serve_level(rows: &[Value], requests: u64, new_tokens: u64, reps: u64) {
+    assert_eq!(rows.len(), 3);
+    let metrics: Vec<&str> = rows
+        .iter()
+        .map(|r| r["params"]["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(metrics, ["throughput", "ttft", "itl"]);
+    for r in rows {
+        let e = &r["extra"];
+        assert_eq!(e["errors"], 0, "{r}");
+        assert_eq!(e["requests"].as_u64(), Some(requests * reps), "{r}");
+    }
+    let (tput, ttft, itl) = (&rows[0], &rows[1], &rows[2]);
+    check_common(tput, "serve", reps);
+    assert_eq!(tput["unit"], "tok/s");
+    assert_eq!(
+        tput["extra"]["output_tokens"].as_u64(),
+        Some(requests * reps * new_tokens)
+    );
+    check_common(ttft, "serve", requests * reps);
+    assert_eq!(ttft["unit"], "ms");
+    for r in [ttft, itl] {
+        let e = &r["extra"];
+        let (p50, p90, p99) = (f(e, "p50"), f(e, "p90"), f(e, "p99"));
+        assert!(p50 > 0.0 && p50 <= p90 && p90 <= p99, "{r}");
+        assert!(p99 <= f(r, "max") && f(r, "min") <= p50, "{r}");
+        assert!(
+            (p50 - f(r, "median")).abs() < 1e-9,
+            "p50 is the median: {r}"
+        );
+    }
+    assert_eq!(itl["unit"], "ms");
+    let e = &itl["extra"];
+    assert_eq!(
+        e["tokens"].as_u64(),
+        Some(requests * reps * new_tokens),
+        "{itl}"
+    );
+    // A chunk per token at most; every request sends at least one.
+    let chunks = e["chunks"].as_u64().unwrap();
+    assert!(chunks <= requests * reps * new_tokens && chunks >= requests * reps);
+    assert!(f(e, "tpot_p50") > 0.0);
+}
+
+#[test]
+fn serve_closed_and_open_loop() {
+    let b = Bench::new();
+    let rows = b.rows(
+        "s.jsonl",
+        &[
+            "serve",
+            "--concurrency",
+            "1,3",
+            "--rate",
+            "40",
+            "--requests",
+            "6",
+            "--input-len",
+            "24",
+            "--new-tokens",
+            "8",
+            "--reps",
+            "2",
+        ],
+    );
+    assert_eq!(rows.len(), 9, "three levels, three rows each");
+    for (level, chunk) in rows.chunks(3).enumerate() {
+        check_serve_level(chunk, 6, 8, 2);
+        let p = &chunk[0]["params"];
+        assert_eq!(p["input_len"], 24);
+        assert_eq!(p["prompt"], "random");
+        match level {
+            0 | 1 => {
+                assert_eq!(p["mode"], "closed");
+                assert_eq!(p["concurrency"], [1, 3][level]);
+            }
+            _ => {
+                assert_eq!(p["mode"], "open");
+                assert_eq!(p["rate"], 40.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn serve_text_prompt_for_a_duration() {
+    let b = Bench::new();
+    let rows = b.rows(
+        "s.jsonl",
+        &[
+            "serve",
+            "--concurrency",
+            "2",
+            "--duration",
+            "0.4",
+            "--prompt-text",
+            "The quick brown fox jumps over the lazy dog.",
+            "--new-tokens",
+            "6",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+        ],
+    );
+    assert_eq!(rows.len(), 3);
+    let p = &rows[0]["params"];
+    assert_eq!(
+        (p["prompt"].as_str(), p["duration_s"].as_f64()),
+        (Some("text"), Some(0.4))
+    );
+    assert!(p.get("requests").is_none());
+    let requests = rows[0]["extra"]["requests"].as_u64().unwrap();
+    assert!(requests >= 2, "two streams each sent at least one request");
+    check_serve_level(&rows, requests, 6, 1);
+}
+
+#[test]
+fn spec_acceptance_and_speedup() {
+    let b = Bench::new();
+    let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gates/prompts");
+    let rows = b.rows(
+        "sp.jsonl",
+        &[
+            "spec",
+            "--class",
+            "chat,code",
+            "--method",
+            "ngram,layerskip:1",
+            "--k",
+            "3",
+            "--new-tokens",
+            "24",
+            "--reps",
+            "2",
+            "--prompts-dir",
+            prompts.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        check_common(r, "spec", 2);
+        assert_eq!(r["unit"], "x");
+        let p = &r["params"];
+        assert_eq!(
+            (p["k"].as_u64(), p["new_tokens"].as_u64()),
+            (Some(3), Some(24))
+        );
+        let e = &r["extra"];
+        let a = f(e, "acceptance");
+        assert!((0.0..=1.0).contains(&a), "{r}");
+        let (d, acc) = (
+            e["drafted"].as_u64().unwrap(),
+            e["accepted"].as_u64().unwrap(),
+        );
+        assert!(d > 0 && acc <= d, "{r}");
+        assert!((a - acc as f64 / d as f64).abs() < 1e-12);
+        let (plain, spec) = (
+            f(&e["plain_tok_s"], "median"),
+            f(&e["spec_tok_s"], "median"),
+        );
+        assert!(plain > 0.0 && spec > 0.0, "{r}");
+        // The speedup is per pair of adjacent runs, so its median is near the ratio of medians.
+        let ratio = spec / plain;
+        assert!(
+            f(r, "median") > 0.5 * ratio && f(r, "median") < 2.0 * ratio,
+            "{r}"
+        );
+    }
+    let classes: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["params"]["class"].as_str().unwrap(),
+                r["params"]["method"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            ("chat", "ngram"),
+            ("chat", "layerskip:1"),
+            ("code", "ngram"),
+            ("code", "layerskip:1")
+        ]
+    );
+}
+
+#[test]
+fn prefix_hit_vs_cold() {
+    let b = Bench::new();
+    let rows = b.rows(
+        "p.jsonl",
+        &[
+            "prefix",
+            "--prompt-len",
+            "48,272",
+            "--suffix-len",
+            "16",
+            "--reps",
+            "3",
+        ],
+    );
+    assert_eq!(rows.len(), 6);
+    for (chunk, len) in rows.chunks(3).zip([48u64, 272]) {
+        let arms: Vec<&str> = chunk
+            .iter()
+            .map(|r| r["params"]["arm"].as_str().unwrap())
+            .collect();
+        assert_eq!(arms, ["cold", "hit", "ratio"]);
+        for r in chunk {
+            check_common(r, "prefix", 3);
+            assert_eq!(r["params"]["prompt_len"].as_u64(), Some(len));
+        }
+        assert_eq!(chunk[0]["extra"]["cached_tokens"], 0);
+        // The prefix (len - 16) is a whole number of 16-position blocks: all of it is cached.
+        assert_eq!(chunk[1]["extra"]["cached_tokens"].as_u64(), Some(len - 16));
+        assert_eq!(
+            (chunk[0]["unit"].as_str(), chunk[2]["unit"].as_str()),
+            (Some("ms"), Some("x"))
+        );
+    }
+    // 256 cached of 272: the hit prefills 16 tokens, the cold run 272.
+    let ratio = &rows[5];
+    assert!(f(ratio, "median") > 1.5, "a prefix hit is faster: {ratio}");
+}
+
+/// A REF file of one decode row, with its median/min/max scaled by `scale`.
+fn altered(rows: &[Value], scale: f64) -> String {
+    let mut r = rows[0].clone();
+    for k in ["median", "min", "max"] {
+        r[k] = (f(&r, k) * scale).into();
+    }
+    format!("{r}\n")
+}
+
+#[test]
+fn compare_flags_an_altered_reference() {
+    let b = Bench::new();
+    let args = ["decode", "--depth", "8", "--new-tokens", "8", "--reps", "2"];
+    let rows = b.rows("ref.jsonl", &args);
+    let cmp = |name: &str, text: &str| {
+        let p = b.path(name);
+        std::fs::write(&p, text).unwrap();
+        b.run(&["--compare", p.to_str().unwrap(), "--reps", "2"])
+    };
+    // 1000 x the measured tok/s: this build is far slower than that.
+    let o = cmp("slow.jsonl", &altered(&rows, 1000.0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("REGRESSED") && out.contains("decode {\"batch\":1"),
+        "{out}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1 of 1 cells regressed"));
+    // 1/1000 of it: improved, exit 0.
+    let o = cmp("fast.jsonl", &altered(&rows, 0.001));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("improved") && !out.contains("REGRESSED"),
+        "{out}"
+    );
+    // A spread that covers anything: same.
+    let mut wide = rows[0].clone();
+    wide["min"] = 1e-9.into();
+    wide["max"] = 1e12.into();
+    let o = cmp("wide.jsonl", &format!("{wide}\n"));
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("same"));
+    // Compare never writes rows without --out.
+    assert!(!b.path("research").exists());
+    // A cell whose params record a setting this run does not have cannot be re-measured.
+    let mut other = rows[0].clone();
+    other["params"]["bogus"] = 1.into();
+    let o = cmp("other.jsonl", &format!("{other}\n"));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT RE-MEASURED"));
+    // Rows of another model are skipped, and a file of nothing else is an error.
+    let mut m = rows[0].clone();
+    m["model"] = "llama-3.1-8b-bf16.gguf".into();
+    let o = cmp("model.jsonl", &format!("{m}\n"));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has no cells measured"));
+}
