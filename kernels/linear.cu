@@ -20,23 +20,24 @@
 // y: [M, R] f32. K % 32 == 0. `split_canary` != 0 and M > 1: each dot product is reduced as two
 // halves added at the end — a deliberately shape-dependent split-K for the gates' canary arm.
 // Grid: (ceil(R / LIN_WARPS), ceil(M / LIN_TOKENS)); block: (32 * LIN_WARPS).
-template <int F>
-__device__ __forceinline__ void linear_impl(const float* x, const u8* w, const float* bias, float* y, int M, int K,
-                                            int R, long long row_bytes, int split_canary) {
+// The shared body: `load(r, u, wv)` writes the 32 weights of unit u of row r into wv.
+template <class Load>
+__device__ __forceinline__ void linear_units(const float* x, const float* bias, float* y, int M, int K, int R,
+                                             int split_canary, Load load) {
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
     if (r >= R) return;
     const int m0 = blockIdx.y * LIN_TOKENS;
     const int mt = min(LIN_TOKENS, M - m0);
-    const u8* wr = w + (size_t)r * row_bytes;
     const int nu = K / 32;
     const bool split = split_canary != 0 && M > 1;
     float acc[LIN_TOKENS], acc2[LIN_TOKENS];
 #pragma unroll
     for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
+#pragma unroll 2
     for (int u = lane; u < nu; u += 32) {
         float wv[32];
-        dequant32<F>(wr, u, wv);
+        load(r, u, wv);
         const bool second = split && u >= nu / 2;
 #pragma unroll
         for (int t = 0; t < LIN_TOKENS; ++t) {
@@ -63,6 +64,13 @@ __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const f
         if (bias) v += b;
         if (t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
     }
+}
+
+template <int F>
+__device__ __forceinline__ void linear_impl(const float* x, const u8* w, const float* bias, float* y, int M, int K,
+                                            int R, long long row_bytes, int split_canary) {
+    linear_units(x, bias, y, M, K, R, split_canary,
+                 [&](int r, int u, float* wv) { dequant32<F>(w + (size_t)r * row_bytes, u, wv); });
 }
 
 // 16-bit floats (F16, BF16): lane l owns k = 256 c + 8 l + j (c = 0, 1, ...; j = 0..7), so each
@@ -164,53 +172,15 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)
 linear_q8_0_r(const float* x, const u8* q, const u16* dsc, const float* bias, float* y, int M, int K, int R,
               int split_canary) {
-    const int lane = threadIdx.x & 31;
-    const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
-    if (r >= R) return;
-    const int m0 = blockIdx.y * LIN_TOKENS;
-    const int mt = min(LIN_TOKENS, M - m0);
-    const int nu = K / 32;
-    const bool split = split_canary != 0 && M > 1;
-    const u8* qr = q + (size_t)r * K;
-    const u16* dr = dsc + (size_t)r * nu;
-    float acc[LIN_TOKENS], acc2[LIN_TOKENS];
-#pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
-#pragma unroll 2
-    for (int u = lane; u < nu; u += 32) {
-        const uint4 a0 = *reinterpret_cast<const uint4*>(qr + 32 * u);
-        const uint4 a1 = *reinterpret_cast<const uint4*>(qr + 32 * u + 16);
-        const float d = f16_bits_to_f32(dr[u]);
+    linear_units(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
+        const u8* p = q + (size_t)r * K + 32 * u;
+        const uint4 a0 = *reinterpret_cast<const uint4*>(p);
+        const uint4 a1 = *reinterpret_cast<const uint4*>(p + 16);
+        const float d = f16_bits_to_f32(dsc[(size_t)r * (K / 32) + u]);
         const u32 words[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        float wv[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i) wv[i] = __fmul_rn((float)(i8)((words[i >> 2] >> (8 * (i & 3))) & 0xff), d);
-        const bool second = split && u >= nu / 2;
-#pragma unroll
-        for (int t = 0; t < LIN_TOKENS; ++t) {
-            if (t < mt) {
-                const float4* xr = reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + 32 * u);
-                float s = second ? acc2[t] : acc[t];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const float4 a = xr[j];
-                    s += wv[4 * j] * a.x;
-                    s += wv[4 * j + 1] * a.y;
-                    s += wv[4 * j + 2] * a.z;
-                    s += wv[4 * j + 3] * a.w;
-                }
-                if (second) acc2[t] = s; else acc[t] = s;
-            }
-        }
-    }
-    const float b = bias ? bias[r] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) {
-        float v = warp_sum(acc[t]);
-        if (split) v += warp_sum(acc2[t]);
-        if (bias) v += b;
-        if (t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
-    }
+    });
 }
 
 // Q4_K: q = [R][K/256][128] bytes (each super-block's qs); h = [R][K/256][16] bytes (d, dmin as
@@ -218,23 +188,10 @@ linear_q8_0_r(const float* x, const u8* q, const u16* dsc, const float* bias, fl
 extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)
 linear_q4_k_r(const float* x, const u8* q, const u8* h, const float* bias, float* y, int M, int K, int R,
               int split_canary) {
-    const int lane = threadIdx.x & 31;
-    const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
-    if (r >= R) return;
-    const int m0 = blockIdx.y * LIN_TOKENS;
-    const int mt = min(LIN_TOKENS, M - m0);
-    const int nu = K / 32;
     const int nsb = K / 256;
-    const bool split = split_canary != 0 && M > 1;
-    const u8* qr = q + (size_t)r * nsb * 128;
-    const u8* hr = h + (size_t)r * nsb * 16;
-    float acc[LIN_TOKENS], acc2[LIN_TOKENS];
-#pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
-#pragma unroll 2
-    for (int u = lane; u < nu; u += 32) {
+    linear_units(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
         const int sb = u >> 3, j = u & 7;
-        const uint4 hv = *reinterpret_cast<const uint4*>(hr + 16 * sb);
+        const uint4 hv = *reinterpret_cast<const uint4*>(h + ((size_t)r * nsb + sb) * 16);
         const float d = f16_bits_to_f32((u16)(hv.x & 0xffffu));
         const float dmin = f16_bits_to_f32((u16)(hv.x >> 16));
         // Byte i of the 12-byte scale/min table (header bytes 4..16), from registers.
@@ -252,41 +209,15 @@ linear_q4_k_r(const float* x, const u8* q, const u8* h, const float* bias, float
         }
         const float dl = __fmul_rn(d, (float)sc);
         const float ml = __fmul_rn(dmin, (float)mn);
-        const u8* qs = qr + 128 * sb + 32 * (j >> 1);
+        const u8* qs = q + ((size_t)r * nsb + sb) * 128 + 32 * (j >> 1);
         const uint4 a0 = *reinterpret_cast<const uint4*>(qs);
         const uint4 a1 = *reinterpret_cast<const uint4*>(qs + 16);
         const u32 words[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
         const int shift = 4 * (j & 1);
-        float wv[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
             const int v = (((words[i >> 2] >> (8 * (i & 3))) & 0xff) >> shift) & 0x0f;
             wv[i] = __fsub_rn(__fmul_rn(dl, (float)v), ml);
         }
-        const bool second = split && u >= nu / 2;
-#pragma unroll
-        for (int t = 0; t < LIN_TOKENS; ++t) {
-            if (t < mt) {
-                const float4* xr = reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + 32 * u);
-                float s = second ? acc2[t] : acc[t];
-#pragma unroll
-                for (int jj = 0; jj < 8; ++jj) {
-                    const float4 a = xr[jj];
-                    s += wv[4 * jj] * a.x;
-                    s += wv[4 * jj + 1] * a.y;
-                    s += wv[4 * jj + 2] * a.z;
-                    s += wv[4 * jj + 3] * a.w;
-                }
-                if (second) acc2[t] = s; else acc[t] = s;
-            }
-        }
-    }
-    const float b = bias ? bias[r] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) {
-        float v = warp_sum(acc[t]);
-        if (split) v += warp_sum(acc2[t]);
-        if (bias) v += b;
-        if (t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
-    }
+    });
 }

@@ -28,6 +28,38 @@ pub struct SeqChunk<'a> {
     pub logits: LogitsWanted,
 }
 
+/// Checks a step's chunks before a backend runs them: every block table covers its chunk and
+/// names blocks below `num_blocks`, and every token id is below `vocab`. Errors:
+/// [`crate::Error::InvalidArgument`] naming the problem.
+pub fn check_batch(
+    batch: &[SeqChunk<'_>],
+    block_size: usize,
+    num_blocks: usize,
+    vocab: usize,
+) -> Result<()> {
+    use crate::error::Error;
+    for ch in batch {
+        let end = ch.start_pos + ch.tokens.len();
+        if ch.block_table.len() * block_size < end {
+            return Err(Error::InvalidArgument(format!(
+                "block table covers {} positions, chunk ends at {end}",
+                ch.block_table.len() * block_size
+            )));
+        }
+        if let Some(&b) = ch.block_table.iter().find(|&&b| b as usize >= num_blocks) {
+            return Err(Error::InvalidArgument(format!(
+                "block {b} is outside the KV cache ({num_blocks} blocks)"
+            )));
+        }
+        if let Some(&tok) = ch.tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "token id {tok} is outside the vocabulary ({vocab})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The engine's view of a compute device.
 pub trait Backend: Send {
     /// "cpu" or "cuda".

@@ -141,16 +141,7 @@ impl Env {
 
     /// `nvidia-h200` from "NVIDIA H200": the tune-data file name.
     pub fn device_slug(&self) -> String {
-        let s: String = self
-            .device
-            .to_lowercase()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        s.split('-')
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("-")
+        crate::defaults::slug(&self.device)
     }
 
     /// A row of this run.

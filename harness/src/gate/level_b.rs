@@ -61,6 +61,99 @@ pub fn run(
     }
 }
 
+/// What one step of a tolerance comparison decided.
+enum Step {
+    /// Keep comparing this prompt.
+    Next,
+    /// A reported near-tie: this prompt's comparison stops here.
+    StopPrompt,
+    /// The gate is red.
+    Red(Outcome),
+}
+
+/// The running tally of a Level B tolerance comparison: greedy tokens identical, max |Δlogit|
+/// over the reference's top ids within `bound`, a token difference tolerated only as a near-tie
+/// (reference top-2 margin below the bound).
+struct Tally {
+    bound: f32,
+    /// Names the two arms in messages ("HF"/"memra", "cpu"/"fast").
+    names: (&'static str, &'static str),
+    max_diff: f32,
+    compared: usize,
+    near_ties: Vec<String>,
+}
+
+impl Tally {
+    fn new(bound: f32, names: (&'static str, &'static str)) -> Tally {
+        Tally {
+            bound,
+            names,
+            max_diff: 0.0,
+            compared: 0,
+            near_ties: Vec::new(),
+        }
+    }
+
+    /// Judges one step: `d` the max |Δlogit| over the reference's top ids, `margin` the
+    /// reference's top-2 margin.
+    fn step(&mut self, diff: Diff) -> Step {
+        let (bound, (a, b)) = (self.bound, self.names);
+        let Diff {
+            request: pi,
+            position: s,
+            token_ref,
+            token_fast,
+            margin,
+            max_abs_diff: d,
+        } = diff;
+        self.max_diff = if d.is_nan() {
+            f32::NAN
+        } else {
+            self.max_diff.max(d)
+        };
+        self.compared += 1;
+        let red = |detail: String| {
+            Step::Red(Outcome {
+                green: false,
+                compared: self.compared,
+                detail,
+                diff: Some(diff.clone()),
+            })
+        };
+        if d.is_nan() || d > bound {
+            return red(format!("prompt {pi} step {s}: max |Δlogit| {d:.3e} over {a}'s top-20 exceeds {bound:.1e} (tokens {token_ref} {a} vs {token_fast} {b}, {a} top-2 margin {margin:.3e})"));
+        }
+        if token_fast != token_ref {
+            if margin >= bound {
+                return red(format!("prompt {pi} step {s}: token {token_ref} ({a}) vs {token_fast} ({b}) with {a} top-2 margin {margin:.3e}, not a near-tie"));
+            }
+            self.near_ties
+                .push(format!("prompt {pi} step {s} margin {margin:.2e}"));
+            return Step::StopPrompt;
+        }
+        Step::Next
+    }
+
+    fn green(self) -> Outcome {
+        let Tally {
+            bound,
+            max_diff,
+            compared,
+            near_ties,
+            ..
+        } = self;
+        Outcome {
+            green: true,
+            compared,
+            diff: None,
+            detail: format!(
+                "{compared} steps, greedy tokens identical, max |Δlogit| {max_diff:.2e} ≤ {bound:.1e}; near-ties: {}",
+                if near_ties.is_empty() { "none".to_string() } else { near_ties.join(", ") }
+            ),
+        }
+    }
+}
+
 /// Greedy token identity over the reference's steps and max |Δlogit| over HF's top-20 within the
 /// bound; a token difference is tolerated only as a reported near-tie (HF top-2 margin below the
 /// bound), after which that prompt's comparison stops.
@@ -90,7 +183,7 @@ fn hf_parity(g: &GateSpec, path: &Path, reference: &Path, perturb: bool) -> Resu
         })
         .collect();
     let outs = e.run_batch(&reqs, true)?;
-    let (mut max_diff, mut compared, mut near_ties) = (0f32, 0usize, Vec::new());
+    let mut tally = Tally::new(bound, ("HF", "memra"));
     for (pi, (p, out)) in prompts.iter().zip(&outs).enumerate() {
         let want = ids(&p["generated_ids"]);
         for (s, step) in p["steps"].as_array().context("steps")?.iter().enumerate() {
@@ -108,48 +201,22 @@ fn hf_parity(g: &GateSpec, path: &Path, reference: &Path, perturb: bool) -> Resu
                 .zip(&vals)
                 .map(|(&i, &v)| (logits[i as usize] - v).abs())
                 .fold(0f32, f32::max);
-            max_diff = max_diff.max(d);
-            compared += 1;
             let margin = step["margin"].as_f64().unwrap_or(f64::NAN) as f32;
-            let diff = Diff {
+            match tally.step(Diff {
                 request: pi,
                 position: s,
                 token_ref: want[s],
                 token_fast: out.tokens[s],
                 margin,
                 max_abs_diff: d,
-            };
-            if d > bound {
-                return Ok(Outcome {
-                    green: false,
-                    compared,
-                    detail: format!("prompt {pi} step {s}: max |Δlogit| {d:.3e} over HF's top-20 exceeds {bound:.1e} (tokens {} HF vs {} memra, HF top-2 margin {margin:.3e})", want[s], out.tokens[s]),
-                    diff: Some(diff),
-                });
-            }
-            if out.tokens[s] != want[s] {
-                if margin >= bound {
-                    return Ok(Outcome {
-                        green: false,
-                        compared,
-                        detail: format!("prompt {pi} step {s}: token {} (HF) vs {} (memra) with HF top-2 margin {margin:.3e}, not a near-tie", want[s], out.tokens[s]),
-                        diff: Some(diff),
-                    });
-                }
-                near_ties.push(format!("prompt {pi} step {s} margin {margin:.2e}"));
-                break;
+            }) {
+                Step::Next => {}
+                Step::StopPrompt => break,
+                Step::Red(o) => return Ok(o),
             }
         }
     }
-    Ok(Outcome {
-        green: true,
-        compared,
-        diff: None,
-        detail: format!(
-            "{compared} steps, greedy tokens identical, max |Δlogit| {max_diff:.2e} ≤ {bound:.1e}; near-ties: {}",
-            if near_ties.is_empty() { "none".to_string() } else { near_ties.join(", ") }
-        ),
-    })
+    Ok(tally.green())
 }
 
 /// The lane's backend against the CPU reference backend on the same weights: greedy tokens
@@ -188,7 +255,7 @@ pub fn backend_parity(
     let refs = Engine::new(Box::new(cpu_backend), 256).run_batch(&reqs, true)?;
     let outs = Engine::new(super::arms::lane_backend(&fast.model, 1024, false)?, 256)
         .run_batch(&reqs, true)?;
-    let (mut max_diff, mut compared, mut near_ties) = (0f32, 0usize, Vec::new());
+    let mut tally = Tally::new(bound, ("cpu", "fast"));
     for (pi, (r, out)) in refs.iter().zip(&outs).enumerate() {
         for s in 0..r.tokens.len().min(out.tokens.len()) {
             let (rl, fl) = (&r.step_logits[s], &out.step_logits[s]);
@@ -200,48 +267,21 @@ pub fn backend_parity(
                 .iter()
                 .map(|&i| (rl[i] - fl[i]).abs())
                 .fold(0f32, |m, v| if v.is_nan() { f32::NAN } else { m.max(v) });
-            max_diff = max_diff.max(d);
-            compared += 1;
-            let margin = rl[top[0]] - rl[top[1]];
-            let diff = Diff {
+            match tally.step(Diff {
                 request: pi,
                 position: s,
                 token_ref: r.tokens[s],
                 token_fast: out.tokens[s],
-                margin,
+                margin: rl[top[0]] - rl[top[1]],
                 max_abs_diff: d,
-            };
-            if d.is_nan() || d > bound {
-                return Ok(Outcome {
-                    green: false,
-                    compared,
-                    detail: format!("prompt {pi} step {s}: max |Δlogit| {d:.3e} over the CPU's top-20 exceeds {bound:.1e} (tokens {} cpu vs {} fast, cpu top-2 margin {margin:.3e})", r.tokens[s], out.tokens[s]),
-                    diff: Some(diff),
-                });
-            }
-            if out.tokens[s] != r.tokens[s] {
-                if margin >= bound {
-                    return Ok(Outcome {
-                        green: false,
-                        compared,
-                        detail: format!("prompt {pi} step {s}: token {} (cpu) vs {} (fast) with cpu top-2 margin {margin:.3e}, not a near-tie", r.tokens[s], out.tokens[s]),
-                        diff: Some(diff),
-                    });
-                }
-                near_ties.push(format!("prompt {pi} step {s} margin {margin:.2e}"));
-                break;
+            }) {
+                Step::Next => {}
+                Step::StopPrompt => break,
+                Step::Red(o) => return Ok(o),
             }
         }
     }
-    Ok(Outcome {
-        green: true,
-        compared,
-        diff: None,
-        detail: format!(
-            "{compared} steps, greedy tokens identical, max |Δlogit| {max_diff:.2e} ≤ {bound:.1e}; near-ties: {}",
-            if near_ties.is_empty() { "none".to_string() } else { near_ties.join(", ") }
-        ),
-    })
+    Ok(tally.green())
 }
 
 /// Token ids identical on every corpus line (Qwen lines may also match their `ids_no_nfc`).

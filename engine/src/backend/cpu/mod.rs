@@ -6,7 +6,7 @@
 pub mod ops;
 
 use super::{Backend, LogitsWanted, SeqChunk};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::models::{Model, ModelConfig};
 use crate::quant::QuantMatrix;
 use rayon::prelude::*;
@@ -164,22 +164,10 @@ impl Backend for CpuBackend {
         let model = self.model.clone();
         let c = &model.config;
         let (h, hd, nh, nkv) = (c.hidden_size, c.head_dim, c.n_heads, c.n_kv_heads);
+        super::check_batch(batch, self.block_size, self.num_blocks, c.vocab_size)?;
         let mut rows = Vec::new();
         for (i, ch) in batch.iter().enumerate() {
-            let end = ch.start_pos + ch.tokens.len();
-            if ch.block_table.len() * self.block_size < end {
-                return Err(Error::InvalidArgument(format!(
-                    "block table covers {} positions, chunk ends at {end}",
-                    ch.block_table.len() * self.block_size
-                )));
-            }
-            for (j, &tok) in ch.tokens.iter().enumerate() {
-                if tok as usize >= c.vocab_size {
-                    return Err(Error::InvalidArgument(format!(
-                        "token id {tok} is outside the vocabulary ({})",
-                        c.vocab_size
-                    )));
-                }
+            for j in 0..ch.tokens.len() {
                 rows.push(Row {
                     chunk: i,
                     pos: ch.start_pos + j,

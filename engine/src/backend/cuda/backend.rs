@@ -265,34 +265,12 @@ impl CudaBackend {
             tables: Vec::new(),
             wanted: Vec::new(),
         };
+        crate::backend::check_batch(batch, bs, self.num_blocks, c.vocab_size)?;
         for ch in batch {
-            let end = ch.start_pos + ch.tokens.len();
-            if ch.block_table.len() * bs < end {
-                return Err(Error::InvalidArgument(format!(
-                    "block table covers {} positions, chunk ends at {end}",
-                    ch.block_table.len() * bs
-                )));
-            }
-            if let Some(&b) = ch
-                .block_table
-                .iter()
-                .find(|&&b| b as usize >= self.num_blocks)
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "block {b} is outside the KV cache ({} blocks)",
-                    self.num_blocks
-                )));
-            }
             let off = p.tables.len() as u32;
             p.tables.extend_from_slice(ch.block_table);
             let first_row = p.tokens.len() as u32;
             for (j, &tok) in ch.tokens.iter().enumerate() {
-                if tok as usize >= c.vocab_size {
-                    return Err(Error::InvalidArgument(format!(
-                        "token id {tok} is outside the vocabulary ({})",
-                        c.vocab_size
-                    )));
-                }
                 let pos = ch.start_pos + j;
                 p.tokens.push(tok);
                 p.pos.push(pos as u32);
