@@ -137,10 +137,9 @@ pub struct Written {
     pub secs: f64,
 }
 
-/// Resolves a `synth:SHAPE:DTYPE[:SEED]` model spec (seed 0 by default) to a GGUF checkpoint in
-/// `<cache_dir>/generated/synth/`, writing it on first use. Errors: an unknown shape or dtype
-/// (listing the known ones), I/O.
-pub fn resolve_spec(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
+/// Parses `SHAPE:DTYPE[:SEED]` (seed 0 by default). Errors name the bad part and list the
+/// known shapes or dtypes.
+fn parse_spec(rest: &str) -> Result<(&'static Shape, SynthDType, u64)> {
     let parts: Vec<&str> = rest.split(':').collect();
     if parts.len() < 2 || parts.len() > 3 {
         bail!("a synthetic model is synth:SHAPE:DTYPE[:SEED], e.g. synth:tiny-llama:q4_k (got synth:{rest})");
@@ -158,6 +157,31 @@ pub fn resolve_spec(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
             .map_err(|_| anyhow::anyhow!("synth: seed {s:?} is not an integer"))?,
         None => 0,
     };
+    Ok((shape, dtype, seed))
+}
+
+/// The checkpoint of `spec` under `dir`, written on first use: the `.gguf` file, or the
+/// directory itself for safetensors.
+fn resolve_in(spec: &SynthSpec, dir: &Path, label: &str) -> Result<PathBuf> {
+    let done = match spec.format {
+        Format::Gguf => std::fs::read_dir(dir).ok().and_then(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.extension().is_some_and(|x| x == "gguf"))
+        }),
+        Format::Safetensors => dir.join("config.json").is_file().then(|| dir.to_path_buf()),
+    };
+    if let Some(p) = done {
+        return Ok(p);
+    }
+    eprintln!("{label}: writing {}", dir.display());
+    Ok(synthesize(spec, dir, true)?.path)
+}
+
+/// Resolves a `synth:SHAPE:DTYPE[:SEED]` model spec to a GGUF checkpoint in
+/// `<cache_dir>/generated/synth/`, writing it on first use. Errors: an unknown shape or dtype
+/// (listing the known ones), I/O.
+pub fn resolve_spec(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
+    let (shape, dtype, seed) = parse_spec(rest)?;
     let dir = cache_dir.join("generated").join("synth").join(format!(
         "{}-{}-s{seed}",
         shape.name,
@@ -170,14 +194,35 @@ pub fn resolve_spec(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
         seed,
         max_shard_bytes: 4096 << 20,
     };
-    if let Some(existing) = std::fs::read_dir(&dir).ok().and_then(|rd| {
-        rd.filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "gguf"))
-    }) {
-        return Ok(existing);
+    resolve_in(&spec, &dir, &format!("synth:{rest}"))
+}
+
+/// The same model as `synth:SHAPE:DTYPE[:SEED]` as an HF safetensors directory (same seed, same
+/// values), for references that read HF checkpoints. Errors: a quantized dtype (HF checkpoints
+/// are bf16/f16 here), an unknown shape, I/O.
+pub fn resolve_hf(rest: &str, cache_dir: &Path) -> Result<PathBuf> {
+    let (shape, dtype, seed) = parse_spec(rest)?;
+    if !dtype.is_float() {
+        bail!(
+            "synth:{rest}: an HF checkpoint of a {} model does not exist; compare against \
+             synth:{}:bf16",
+            dtype.name(),
+            shape.name
+        );
     }
-    eprintln!("synth:{rest}: writing {}", dir.display());
-    Ok(synthesize(&spec, &dir, true)?.path)
+    let dir = cache_dir.join("generated").join("synth").join(format!(
+        "{}-{}-s{seed}-hf",
+        shape.name,
+        dtype.name()
+    ));
+    let spec = SynthSpec {
+        shape,
+        dtype,
+        format: Format::Safetensors,
+        seed,
+        max_shard_bytes: 4096 << 20,
+    };
+    resolve_in(&spec, &dir, &format!("synth:{rest} (HF)"))
 }
 
 /// Runs `memra synth`.

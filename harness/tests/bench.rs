@@ -407,3 +407,39 @@ fn compare_flags_an_altered_reference() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("has no cells measured"));
 }
+
+/// `--vs` measures each anchor on each decode cell and records it in the row; an anchor that
+/// cannot run (here: no llama-bench binary; the HF anchors need an HF checkpoint, and this GGUF
+/// model's HF sibling is only written for bf16/f16 synthetic models) is recorded with its error,
+/// and the row keeps memra's own figure.
+#[test]
+fn vs_anchors_are_recorded_per_cell() {
+    let b = Bench::new();
+    let rows = b.rows(
+        "vs.jsonl",
+        &[
+            "decode",
+            "--batch",
+            "1",
+            "--depth",
+            "8",
+            "--new-tokens",
+            "6",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--vs",
+            "llama.cpp,hf-eager",
+            "--llama-bench",
+            "/nonexistent/llama-bench",
+        ],
+    );
+    assert_eq!(rows.len(), 1);
+    let a = &rows[0]["anchor"];
+    let l = a["llama.cpp"]["error"].as_str().unwrap();
+    assert!(l.contains("/nonexistent/llama-bench"), "{l}");
+    let h = a["hf-eager"]["error"].as_str().unwrap();
+    assert!(h.contains("q4_k") && h.contains("bf16"), "{h}");
+    assert!(rows[0]["median"].as_f64().unwrap() > 0.0);
+}

@@ -11,6 +11,7 @@
 //! min and max. `--compare REF.jsonl` re-measures REF's cells and flags changes beyond the spread
 //! ([`compare`]).
 
+mod anchors;
 mod compare;
 mod prefix;
 mod rows;
@@ -112,6 +113,13 @@ pub struct BenchArgs {
     /// JSONL file the rows are appended to [default: research/tune-data/<device>.jsonl].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// decode: anchors measured in the same call on the same weights and cells (hf-eager,
+    /// gpt-fast, llama.cpp), written into each row's `anchor` with the ratio memra / anchor.
+    #[arg(long, value_delimiter = ',')]
+    pub vs: Vec<anchors::Anchor>,
+    /// The llama-bench binary for `--vs llama.cpp`.
+    #[arg(long, default_value = "llama-bench")]
+    pub llama_bench: String,
 }
 
 /// The load generator of `memra bench serve` (boxed in [`BenchArgs`] to keep it small).
@@ -270,10 +278,61 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         ctx.env.copy_gbps,
         out.display()
     );
-    let rows = measure(scenario, args, &mut ctx)?;
+    let mut rows = measure(scenario, args, &mut ctx)?;
+    if !args.vs.is_empty() {
+        if scenario != Scenario::Decode {
+            bail!("--vs anchors are measured for decode cells only");
+        }
+        // Free memra's KV cache first: the anchor gets the device as memra had it.
+        ctx.engine = None;
+        add_anchors(args, &ctx, &mut rows);
+    }
     rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     print!("{}", rows::table(&rows));
     Ok(())
+}
+
+/// Measures every `--vs` anchor on every decode row's cell and attaches it (`anchor`: the
+/// anchors by name, each with median/min/max and `ratio` = memra median / anchor median). An
+/// anchor that cannot run is recorded with its error, never silently dropped.
+fn add_anchors(args: &BenchArgs, ctx: &Ctx, rows: &mut [Row]) {
+    let repo = std::env::current_dir().unwrap_or_default();
+    let inp = anchors::Inputs {
+        spec: &args.model,
+        path: &ctx.path,
+        cache_dir: &ctx.cfg.cache_dir,
+        python: &ctx.cfg.python,
+        llama_bench: &args.llama_bench,
+        repo: &repo,
+    };
+    for row in rows.iter_mut() {
+        let p = &row.params;
+        let cell = anchors::Cell {
+            batch: p["batch"].as_u64().unwrap_or(1) as usize,
+            depth: p["depth"].as_u64().unwrap_or(0) as usize,
+            new_tokens: p["new_tokens"].as_u64().unwrap_or(0) as usize,
+            reps: args.reps,
+            warmup: args.warmup,
+        };
+        let mut all = serde_json::Map::new();
+        for &a in &args.vs {
+            let name = a
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string());
+            eprintln!("anchor {name} on {}", row.params);
+            let v = match anchors::measure(a, &cell, &inp) {
+                Ok(mut v) => {
+                    if let Some(m) = v["median"].as_f64().filter(|m| *m > 0.0) {
+                        v["ratio"] = serde_json::json!(row.stats.median / m);
+                    }
+                    v
+                }
+                Err(e) => serde_json::json!({"name": name, "error": format!("{e:#}")}),
+            };
+            all.insert(name, v);
+        }
+        row.anchor = Some(serde_json::Value::Object(all));
+    }
 }
 
 /// The rows of one scenario under `args`.

@@ -1,0 +1,207 @@
+//! `memra bench decode --vs ...`: the anchors DESIGN.md §5 names, measured in the same call on the
+//! same weights and conditions as memra's cells, and written into each row's `anchor` field.
+//!
+//! - `hf-eager`, `gpt-fast`: research/anchors/hf_decode.py (HF transformers, eager; or a static KV
+//!   cache with `torch.compile(mode="reduce-overhead")`, the gpt-fast recipe) on the same model as
+//!   an HF checkpoint: the model's own directory, or for `synth:SHAPE:DTYPE` the same seed written
+//!   as safetensors (bf16/f16 only).
+//! - `llama.cpp`: `llama-bench` (path from `--llama-bench`) on the same GGUF file, text
+//!   generation of the same length after the same depth (`-d`), all layers offloaded, flash
+//!   attention on; batch 1 only (llama-bench decodes one sequence).
+//!
+//! Anchors run after memra's cells, once memra's KV cache is freed, so both see the same device.
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// An anchor implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Anchor {
+    #[value(name = "hf-eager")]
+    HfEager,
+    #[value(name = "gpt-fast")]
+    GptFast,
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
+/// One decode cell to measure an anchor on.
+pub struct Cell {
+    pub batch: usize,
+    pub depth: usize,
+    pub new_tokens: usize,
+    pub reps: usize,
+    pub warmup: usize,
+}
+
+/// Where the anchors find their inputs.
+pub struct Inputs<'a> {
+    /// The model spec as given (`synth:...`, a path, a catalog name).
+    pub spec: &'a str,
+    /// The resolved model path memra ran.
+    pub path: &'a Path,
+    pub cache_dir: &'a Path,
+    pub python: &'a str,
+    pub llama_bench: &'a str,
+    /// The repository (for research/anchors/).
+    pub repo: &'a Path,
+}
+
+fn hf_dir(inp: &Inputs) -> Result<PathBuf> {
+    if inp.path.is_dir() {
+        return Ok(inp.path.to_path_buf());
+    }
+    if let Some(rest) = inp.spec.strip_prefix("synth:") {
+        return crate::synth::resolve_hf(rest, inp.cache_dir);
+    }
+    bail!(
+        "the HF anchors need the model as an HF checkpoint directory (or a synth: model, which is \
+         written in both formats); {} is a single file",
+        inp.path.display()
+    )
+}
+
+/// Median/min/max of `v` as the JSON the rows carry.
+fn summary(name: &str, unit: &str, v: &[f64], extra: Value) -> Value {
+    let s = super::rows::Stats::of(v);
+    json!({"name": name, "unit": unit, "n": s.n, "median": s.median, "min": s.min, "max": s.max,
+           "extra": extra})
+}
+
+/// Measures `anchor` on `cell`; the JSON goes into the row's `anchor` field (with the ratio
+/// memra / anchor added by the caller). A failing anchor is an error naming the command.
+pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
+    match anchor {
+        Anchor::HfEager | Anchor::GptFast => {
+            let dir = hf_dir(inp)?;
+            let script = inp.repo.join("research/anchors/hf_decode.py");
+            let mut cmd = Command::new(inp.python);
+            cmd.arg(&script)
+                .arg("--model")
+                .arg(&dir)
+                .args(["--batch", &cell.batch.to_string()])
+                .args(["--depth", &cell.depth.to_string()])
+                .args(["--new-tokens", &cell.new_tokens.to_string()])
+                .args(["--reps", &cell.reps.to_string()])
+                .args(["--warmup", &cell.warmup.max(1).to_string()]);
+            if anchor == Anchor::GptFast {
+                cmd.arg("--compile");
+            }
+            let out = cmd
+                .output()
+                .with_context(|| format!("running {}", script.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "{} failed ({}): {}",
+                    script.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                );
+            }
+            let line = String::from_utf8_lossy(&out.stdout);
+            let v: Value = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
+                .with_context(|| format!("{}: output {line:?}", script.display()))?;
+            Ok(
+                json!({"name": v["anchor"], "unit": "tok/s", "n": v["n"], "median": v["median"],
+                      "min": v["min"], "max": v["max"],
+                      "extra": {"torch": v["torch"], "transformers": v["transformers"]}}),
+            )
+        }
+        Anchor::LlamaCpp => {
+            if cell.batch != 1 {
+                bail!(
+                    "llama-bench decodes one sequence; no llama.cpp anchor at batch {}",
+                    cell.batch
+                );
+            }
+            if inp.path.extension().is_none_or(|e| e != "gguf") {
+                bail!(
+                    "the llama.cpp anchor needs a GGUF file ({} is not)",
+                    inp.path.display()
+                );
+            }
+            let out = Command::new(inp.llama_bench)
+                .arg("-m")
+                .arg(inp.path)
+                .args(["-p", "0", "-n", &cell.new_tokens.to_string()])
+                .args(["-d", &cell.depth.to_string()])
+                .args([
+                    "-r",
+                    &cell.reps.to_string(),
+                    "-ngl",
+                    "99",
+                    "-fa",
+                    "1",
+                    "-o",
+                    "json",
+                ])
+                .output()
+                .with_context(|| format!("running {} (set --llama-bench)", inp.llama_bench))?;
+            if !out.status.success() {
+                bail!(
+                    "{} failed ({}): {}",
+                    inp.llama_bench,
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                );
+            }
+            parse_llama_bench(&String::from_utf8_lossy(&out.stdout))
+        }
+    }
+}
+
+/// The tok/s of llama-bench's JSON output (`-o json`): its per-repetition `samples_ts` when
+/// present, else `avg_ts` alone.
+pub fn parse_llama_bench(text: &str) -> Result<Value> {
+    let v: Value = serde_json::from_str(text).context("llama-bench output is not JSON")?;
+    let test = v
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["n_gen"].as_u64().unwrap_or(0) > 0))
+        .context("llama-bench output has no generation test")?;
+    let samples: Vec<f64> = match test["samples_ts"].as_array() {
+        Some(a) if !a.is_empty() => a.iter().filter_map(Value::as_f64).collect(),
+        _ => vec![test["avg_ts"]
+            .as_f64()
+            .context("llama-bench output without avg_ts")?],
+    };
+    Ok(summary(
+        "llama.cpp",
+        "tok/s",
+        &samples,
+        json!({"build_commit": test["build_commit"], "n_depth": test["n_depth"],
+               "flash_attn": test["flash_attn"], "type": test["model_type"]}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_bench_json_gives_median_min_max() {
+        let text = r#"[{"build_commit":"abc","model_type":"llama 8B F16","n_prompt":0,"n_gen":128,
+            "n_depth":128,"flash_attn":1,"avg_ts":200.0,"stddev_ts":1.0,
+            "samples_ts":[199.0,201.5,200.2]}]"#;
+        let v = parse_llama_bench(text).unwrap();
+        assert_eq!(v["median"].as_f64(), Some(200.2));
+        assert_eq!(v["min"].as_f64(), Some(199.0));
+        assert_eq!(v["max"].as_f64(), Some(201.5));
+        assert_eq!(v["n"].as_u64(), Some(3));
+        let only_avg = r#"[{"n_gen":64,"avg_ts":50.5}]"#;
+        assert_eq!(
+            parse_llama_bench(only_avg).unwrap()["median"].as_f64(),
+            Some(50.5)
+        );
+        assert!(parse_llama_bench(r#"[{"n_gen":0,"avg_ts":1.0}]"#).is_err());
+        assert!(parse_llama_bench("not json").is_err());
+    }
+}
