@@ -1,6 +1,9 @@
 // Linear layers y = x W^T + b with the weights dequantized inside the kernel, for every weight
 // format (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K). Correctness first: one warp per
-// output feature, a tile of LIN_TOKENS tokens per warp so each weight load serves several tokens.
+// output feature, a tile of LIN_TOKENS tokens per warp so each weight load serves several tokens;
+// every kernel also has an `_m1` entry with a tile of one token for M = 1 (decode), which computes
+// each output with exactly the same operations in the same order as the tiled one (the tile only
+// sets how many accumulators a warp keeps), so decode rows stay bit-identical to prefill rows.
 //
 // Reduction order of y[t, r] (the exactness contract, docs/DESIGN.md §3): lane l owns the
 // 32-element units u = l, l + 32, l + 64, ... of the row (common.cuh `dequant32`) and accumulates
@@ -21,26 +24,26 @@
 // halves added at the end — a deliberately shape-dependent split-K for the gates' canary arm.
 // Grid: (ceil(R / LIN_WARPS), ceil(M / LIN_TOKENS)); block: (32 * LIN_WARPS).
 // The shared body: `load(r, u, wv)` writes the 32 weights of unit u of row r into wv.
-template <class Load>
+template <int TOK, class Load>
 __device__ __forceinline__ void linear_units(const float* x, const float* bias, float* y, int M, int K, int R,
                                              int split_canary, Load load) {
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
     if (r >= R) return;
-    const int m0 = blockIdx.y * LIN_TOKENS;
-    const int mt = min(LIN_TOKENS, M - m0);
+    const int m0 = blockIdx.y * TOK;
+    const int mt = min(TOK, M - m0);
     const int nu = K / 32;
     const bool split = split_canary != 0 && M > 1;
-    float acc[LIN_TOKENS], acc2[LIN_TOKENS];
+    float acc[TOK], acc2[TOK];
 #pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
+    for (int t = 0; t < TOK; ++t) acc[t] = acc2[t] = 0.0f;
 #pragma unroll 2
     for (int u = lane; u < nu; u += 32) {
         float wv[32];
         load(r, u, wv);
         const bool second = split && u >= nu / 2;
 #pragma unroll
-        for (int t = 0; t < LIN_TOKENS; ++t) {
+        for (int t = 0; t < TOK; ++t) {
             if (t < mt) {
                 const float4* xr = reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + 32 * u);
                 float s = second ? acc2[t] : acc[t];
@@ -58,7 +61,7 @@ __device__ __forceinline__ void linear_units(const float* x, const float* bias, 
     }
     const float b = bias ? bias[r] : 0.0f;
 #pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) {
+    for (int t = 0; t < TOK; ++t) {
         float v = warp_sum(acc[t]);
         if (split) v += warp_sum(acc2[t]);
         if (bias) v += b;
@@ -66,10 +69,10 @@ __device__ __forceinline__ void linear_units(const float* x, const float* bias, 
     }
 }
 
-template <int F>
+template <int TOK, int F>
 __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const float* bias, float* y, int M, int K,
                                             int R, long long row_bytes, int split_canary) {
-    linear_units(x, bias, y, M, K, R, split_canary,
+    linear_units<TOK>(x, bias, y, M, K, R, split_canary,
                  [&](int r, int u, float* wv) { dequant32<F>(w + (size_t)r * row_bytes, u, wv); });
 }
 
@@ -77,19 +80,19 @@ __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const f
 // warp load is 512 contiguous bytes of the row, 16 per lane; accumulated in increasing c and j,
 // then warp_sum, then the bias. Needs K % 8 == 0 and 16-byte aligned rows (K even suffices for
 // 2-byte elements when K % 8 == 0). Same grid as linear_impl.
-template <int F>
+template <int TOK, int F>
 __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, const float* bias, float* y, int M,
                                                  int K, int R, int split_canary) {
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
     if (r >= R) return;
-    const int m0 = blockIdx.y * LIN_TOKENS;
-    const int mt = min(LIN_TOKENS, M - m0);
+    const int m0 = blockIdx.y * TOK;
+    const int mt = min(TOK, M - m0);
     const u16* wr = reinterpret_cast<const u16*>(w) + (size_t)r * K;
     const bool split = split_canary != 0 && M > 1;
-    float acc[LIN_TOKENS], acc2[LIN_TOKENS];
+    float acc[TOK], acc2[TOK];
 #pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) acc[t] = acc2[t] = 0.0f;
+    for (int t = 0; t < TOK; ++t) acc[t] = acc2[t] = 0.0f;
 #pragma unroll 4
     for (int k = lane * 8; k < K; k += 256) {
         const uint4 raw = *reinterpret_cast<const uint4*>(wr + k);
@@ -107,7 +110,7 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
         }
         const bool second = split && k >= K / 2;
 #pragma unroll
-        for (int t = 0; t < LIN_TOKENS; ++t) {
+        for (int t = 0; t < TOK; ++t) {
             if (t < mt) {
                 const float* xr = x + (size_t)(m0 + t) * K + k;
                 const float4 a = *reinterpret_cast<const float4*>(xr);
@@ -127,7 +130,7 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
     }
     const float b = bias ? bias[r] : 0.0f;
 #pragma unroll
-    for (int t = 0; t < LIN_TOKENS; ++t) {
+    for (int t = 0; t < TOK; ++t) {
         float v = warp_sum(acc[t]);
         if (split) v += warp_sum(acc2[t]);
         if (bias) v += b;
@@ -139,14 +142,24 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
         name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
              long long row_bytes, int split_canary) {                                               \
-        linear_half_impl<F>(x, w, bias, y, M, K, R, split_canary);                                   \
+        linear_half_impl<LIN_TOKENS, F>(x, w, bias, y, M, K, R, split_canary);                       \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
+        name##_m1(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,     \
+                  long long row_bytes, int split_canary) {                                          \
+        linear_half_impl<1, F>(x, w, bias, y, M, K, R, split_canary);                                \
     }
 
 #define LINEAR(name, F)                                                                              \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
         name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
              long long row_bytes, int split_canary) {                                               \
-        linear_impl<F>(x, w, bias, y, M, K, R, row_bytes, split_canary);                             \
+        linear_impl<LIN_TOKENS, F>(x, w, bias, y, M, K, R, row_bytes, split_canary);                 \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
+        name##_m1(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,     \
+                  long long row_bytes, int split_canary) {                                          \
+        linear_impl<1, F>(x, w, bias, y, M, K, R, row_bytes, split_canary);                          \
     }
 
 LINEAR(linear_f32, FMT_F32)
@@ -169,10 +182,10 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 // layout; only the loads differ (16-byte vector loads).
 
 // Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); d = [R][K/32] f16 bits.
-extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)
-linear_q8_0_r(const float* x, const u8* q, const u16* dsc, const float* bias, float* y, int M, int K, int R,
-              int split_canary) {
-    linear_units(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
+template <int TOK>
+__device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* dsc, const float* bias,
+                                                   float* y, int M, int K, int R, int split_canary) {
+    linear_units<TOK>(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
         const u8* p = q + (size_t)r * K + 32 * u;
         const uint4 a0 = *reinterpret_cast<const uint4*>(p);
         const uint4 a1 = *reinterpret_cast<const uint4*>(p + 16);
@@ -185,11 +198,11 @@ linear_q8_0_r(const float* x, const u8* q, const u16* dsc, const float* bias, fl
 
 // Q4_K: q = [R][K/256][128] bytes (each super-block's qs); h = [R][K/256][16] bytes (d, dmin as
 // f16 bits, then the 12-byte scale/min table).
-extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)
-linear_q4_k_r(const float* x, const u8* q, const u8* h, const float* bias, float* y, int M, int K, int R,
-              int split_canary) {
+template <int TOK>
+__device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, const u8* h, const float* bias,
+                                                   float* y, int M, int K, int R, int split_canary) {
     const int nsb = K / 256;
-    linear_units(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
+    linear_units<TOK>(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
         const int sb = u >> 3, j = u & 7;
         const uint4 hv = *reinterpret_cast<const uint4*>(h + ((size_t)r * nsb + sb) * 16);
         const float d = f16_bits_to_f32((u16)(hv.x & 0xffffu));
@@ -221,3 +234,18 @@ linear_q4_k_r(const float* x, const u8* q, const u8* h, const float* bias, float
         }
     });
 }
+
+#define LINEAR_R(name, T)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
+        name(const float* x, const u8* q, const T* h, const float* bias, float* y, int M, int K, int R, \
+             int split_canary) {                                                                    \
+        name##_impl<LIN_TOKENS>(x, q, h, bias, y, M, K, R, split_canary);                            \
+    }                                                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
+        name##_m1(const float* x, const u8* q, const T* h, const float* bias, float* y, int M, int K,  \
+                  int R, int split_canary) {                                                        \
+        name##_impl<1>(x, q, h, bias, y, M, K, R, split_canary);                                     \
+    }
+
+LINEAR_R(linear_q8_0_r, u16)
+LINEAR_R(linear_q4_k_r, u8)

@@ -320,9 +320,11 @@ impl CudaDevice {
         if let Some(aux) = &w.aux {
             return self.linear_repacked(x, w, aux, y, m, split_canary);
         }
-        let f = self.function("linear.cu", &format!("linear_{}", fmt_suffix(w.dtype)))?;
+        // M = 1 (decode) takes the one-token tile: same per-output operations, fewer registers.
+        let m1 = if m == 1 { "_m1" } else { "" };
+        let f = self.function("linear.cu", &format!("linear_{}{m1}", fmt_suffix(w.dtype)))?;
         let warps = self.define("LIN_WARPS", 4);
-        let tokens = self.define("LIN_TOKENS", 8);
+        let tokens = if m == 1 { 1 } else { self.define("LIN_TOKENS", 8) };
         let cfg = LaunchConfig {
             grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
             block_dim: (32 * warps, 1, 1),
@@ -366,9 +368,10 @@ impl CudaDevice {
             DType::Q4_K => "linear_q4_k_r",
             d => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
         };
-        let f = self.function("linear.cu", func)?;
+        let m1 = if m == 1 { "_m1" } else { "" };
+        let f = self.function("linear.cu", &format!("{func}{m1}"))?;
         let warps = self.define("LIN_WARPS", 4);
-        let tokens = self.define("LIN_TOKENS", 8);
+        let tokens = if m == 1 { 1 } else { self.define("LIN_TOKENS", 8) };
         let cfg = LaunchConfig {
             grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
             block_dim: (32 * warps, 1, 1),
