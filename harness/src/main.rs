@@ -2,6 +2,7 @@
 
 mod backends;
 mod bench;
+mod boards;
 mod config;
 mod defaults;
 mod gate;
@@ -55,6 +56,10 @@ enum Command {
     /// Write a random-weight checkpoint at a real model's shape (GGUF or an HF safetensors
     /// directory, with tokenizer and config), deterministic by seed; --list shows the shapes.
     Synth(synth::SynthArgs),
+    /// Regenerate the performance boards from research/tune-data/*.jsonl: the tables between the
+    /// markers of docs/PERFORMANCE.md and the README, and PNG charts in boards/ (needs the `boards`
+    /// feature: cargo run --release -p memra --features boards -- boards).
+    Boards(boards::BoardsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -86,6 +91,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(a) => bench::run(a, &cfg),
             Command::Tune(a) => tune::run(a, &cfg),
             Command::Synth(a) => synth::run(a, &cfg),
+            Command::Boards(a) => boards::run(a),
         }
     });
     match result {

@@ -324,7 +324,11 @@ impl CudaDevice {
         let m1 = if m == 1 { "_m1" } else { "" };
         let f = self.function("linear.cu", &format!("linear_{}{m1}", fmt_suffix(w.dtype)))?;
         let warps = self.define("LIN_WARPS", 4);
-        let tokens = if m == 1 { 1 } else { self.define("LIN_TOKENS", 8) };
+        let tokens = if m == 1 {
+            1
+        } else {
+            self.define("LIN_TOKENS", 8)
+        };
         let cfg = LaunchConfig {
             grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
             block_dim: (32 * warps, 1, 1),
@@ -371,7 +375,11 @@ impl CudaDevice {
         let m1 = if m == 1 { "_m1" } else { "" };
         let f = self.function("linear.cu", &format!("{func}{m1}"))?;
         let warps = self.define("LIN_WARPS", 4);
-        let tokens = if m == 1 { 1 } else { self.define("LIN_TOKENS", 8) };
+        let tokens = if m == 1 {
+            1
+        } else {
+            self.define("LIN_TOKENS", 8)
+        };
         let cfg = LaunchConfig {
             grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
             block_dim: (32 * warps, 1, 1),
