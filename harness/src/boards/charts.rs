@@ -63,15 +63,7 @@ pub struct Outcome {
 
 /// `nvidia-h200` from "NVIDIA H200" (as `bench` names the tune-data files).
 pub fn slug(s: &str) -> String {
-    let s: String = s
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    s.split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
+    crate::defaults::slug(s)
 }
 
 /// An axis label: `num` without trailing zeros (0.5, 2.5, 250).
