@@ -357,7 +357,15 @@ fn altered(rows: &[Value], scale: f64) -> String {
 #[test]
 fn compare_flags_an_altered_reference() {
     let b = Bench::new();
-    let args = ["decode", "--depth", "8", "--new-tokens", "8", "--reps", "2"];
+    let args = [
+        "decode",
+        "--depth",
+        "8",
+        "--new-tokens",
+        "32",
+        "--reps",
+        "2",
+    ];
     let rows = b.rows("ref.jsonl", &args);
     let cmp = |name: &str, text: &str| {
         let p = b.path(name);

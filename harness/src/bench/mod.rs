@@ -371,11 +371,26 @@ fn decode(
             // (prefill + one logits row), interleaved so drift hits both alike.
             let mut samples = Vec::with_capacity(args.reps);
             for i in 0..args.warmup + args.reps {
-                let t_full = time_batch(engine, &full)?;
-                let t_first = time_batch(engine, &first)?;
+                // A pair whose difference is lost in timing noise (the short run took as long
+                // as the long one) measures nothing: measure it again, a few times at most.
+                let mut decode_secs = 0.0;
+                for _ in 0..5 {
+                    let t_full = time_batch(engine, &full)?;
+                    let t_first = time_batch(engine, &first)?;
+                    decode_secs = t_full - t_first;
+                    if decode_secs > 0.05 * t_full {
+                        break;
+                    }
+                }
+                if decode_secs <= 0.0 {
+                    bail!(
+                        "decode of {} tokens is lost in timing noise at batch {batch}, depth \
+                         {depth}; raise --new-tokens",
+                        args.new_tokens
+                    );
+                }
                 if i >= args.warmup {
                     let steps = (args.new_tokens - 1).max(1) as f64;
-                    let decode_secs = (t_full - t_first).max(1e-9);
                     samples.push(steps * batch as f64 / decode_secs);
                 }
             }
