@@ -1,11 +1,12 @@
 #!/bin/bash
-# GPU machine: the same greedy requests through `memra serve --backend cpu` and `--backend cuda`
-# (SmolLM2-135M), streamed with curl; prints both texts and whether the bytes are identical.
-# Usage: research/cuda/serve_check.sh MEMRA_BINARY OUT_DIR
+# GPU machine: the same requests through `memra serve --backend cpu` and `--backend cuda`, streamed
+# with curl; prints both texts and whether the bytes are identical.
+# Usage: research/cuda/serve_check.sh MEMRA_BINARY OUT_DIR [MODEL [SAMPLING_JSON_FIELDS]]
+# (defaults: smollm2-135m-instruct, '"temperature":0'; e.g. '"temperature":0.8,"top_p":0.9,"seed":7')
 set -u
-B=$1; O=$2
+B=$1; O=$2; M=${3:-smollm2-135m-instruct}; S=${4:-'"temperature":0'}
 start() { # backend port
-  $B --backend "$1" serve --port "$2" > "$O/serve-$1.log" 2>&1 < /dev/null &
+  $B --backend "$1" serve --model "$M" --port "$2" > "$O/serve-$1.log" 2>&1 < /dev/null &
   PIDS="$PIDS $!"
   for _ in $(seq 1 120); do curl -sf "localhost:$2/readyz" >/dev/null && return 0; sleep 0.5; done
   echo "server $1 did not start"; cat "$O/serve-$1.log"; return 1
@@ -16,7 +17,7 @@ start cpu 8101 && start cuda 8102 || exit 1
 i=0; same=0; total=0
 while read -r prompt; do
   i=$((i+1)); total=$((total+1))
-  body=$(printf '{"model":"smollm2-135m-instruct","messages":[{"role":"user","content":%s}],"max_tokens":96,"temperature":0,"stream":true}' "$prompt")
+  body=$(printf '{"model":"%s","messages":[{"role":"user","content":%s}],"max_tokens":96,%s,"stream":true}' "$M" "$prompt" "$S")
   for p in 8101 8102; do
     curl -sN "localhost:$p/v1/chat/completions" -H 'content-type: application/json' -d "$body" \
       | sed -n 's/^data: //p' | grep -v '^\[DONE\]' \
@@ -30,4 +31,4 @@ done <<'P'
 "Explain what a KV cache is in one paragraph."
 "List three prime numbers and explain why they are prime."
 P
-echo "serve cpu vs cuda, greedy, streamed: $same of $total identical"
+echo "serve cpu vs cuda, $M, {$S}, streamed: $same of $total identical"

@@ -5,7 +5,8 @@
 pub mod cpu;
 pub mod cuda;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::sample::SamplingParams;
 
 /// Which logits a sequence wants back from a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,6 @@ pub fn check_batch(
     num_blocks: usize,
     vocab: usize,
 ) -> Result<()> {
-    use crate::error::Error;
     for ch in batch {
         let end = ch.start_pos + ch.tokens.len();
         if ch.block_table.len() * block_size < end {
@@ -60,6 +60,41 @@ pub fn check_batch(
     Ok(())
 }
 
+/// One token to choose from a row of a step's logits ([`Backend::forward_pick`]).
+#[derive(Debug, Clone)]
+pub struct Pick<'a> {
+    /// Index into the step's wanted logits rows, in the order [`Backend::forward`] returns them.
+    /// Several picks may share a row (the `n` choices of one prompt).
+    pub row: usize,
+    pub params: &'a SamplingParams,
+    /// Penalty context: the prompt, the tokens generated so far, and `extra` tokens after them
+    /// (the drafts before this row in a speculative verify).
+    pub prompt: &'a [u32],
+    pub output: &'a [u32],
+    pub extra: &'a [u32],
+    /// Keys of the random draw (DESIGN.md §2): the choice index and the position being chosen.
+    pub sequence: u32,
+    pub position: u64,
+    /// `Some(k)`: also the chosen token's logprob and the `k` (≤ 20) most likely alternatives.
+    pub logprobs: Option<usize>,
+    /// Also return the raw logits row (`vocab_size` f32), for gates and canaries.
+    pub want_logits: bool,
+}
+
+/// What a [`Pick`] chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picked {
+    pub token: u32,
+    /// The token's logprob and the top alternatives (id, logprob), most likely first, from the
+    /// logits after penalties and bias.
+    pub logprob: Option<(f32, Vec<(u32, f32)>)>,
+    /// The raw logits row, when asked for.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// The most alternatives a pick may ask logprobs for (the OpenAI API's `top_logprobs` limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
 /// The engine's view of a compute device.
 pub trait Backend: Send {
     /// "cpu" or "cuda".
@@ -81,6 +116,25 @@ pub trait Backend: Send {
     /// and LM head (layer-skip self-drafting, Elhoushi et al. 2024 "LayerSkip"). Writes K/V for
     /// those layers only; a later full forward over the same positions overwrites them.
     fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>>;
+    /// [`Backend::forward`], then one token per pick, chosen exactly as
+    /// [`crate::sample::pick`] chooses it on the host (the CUDA backend chooses on the device
+    /// and downloads only tokens, logprobs and the rows asked for). Returns one [`Picked`] per
+    /// pick, in order. Errors: those of `forward`, or a pick naming a row the step did not
+    /// produce ([`Error::InvalidArgument`]).
+    fn forward_pick(&mut self, batch: &[SeqChunk<'_>], picks: &[Pick<'_>]) -> Result<Vec<Picked>> {
+        let rows = self.forward(batch)?;
+        picks
+            .iter()
+            .map(|pk| match rows.get(pk.row) {
+                Some(r) => Ok(crate::sample::pick(r, pk)),
+                None => Err(Error::InvalidArgument(format!(
+                    "pick of logits row {} in a step with {} rows",
+                    pk.row,
+                    rows.len()
+                ))),
+            })
+            .collect()
+    }
     /// Copies block `src`'s K/V into block `dst` (copy-on-write of a shared block).
     fn copy_block(&mut self, src: u32, dst: u32);
 }

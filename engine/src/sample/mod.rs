@@ -7,6 +7,7 @@
 //! al. 2019); min-p (Nguyen et al. 2024).
 
 pub mod rng;
+pub mod select;
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
@@ -99,44 +100,117 @@ pub fn sample(
     choose(&process(logits, p, prompt, output), p, sequence, position)
 }
 
+/// Chooses a token for `pick` from its raw logits row `row` on the host: edits (penalties and
+/// bias), then [`choose`], then [`logprobs`] when asked.
+pub fn pick(row: &[f32], pick: &crate::backend::Pick<'_>) -> crate::backend::Picked {
+    let mut l = row.to_vec();
+    for e in edits(pick.params, pick.prompt, pick.output, pick.extra) {
+        if let Some(v) = l.get_mut(e.id as usize) {
+            *v = e.apply(*v);
+        }
+    }
+    let token = choose(&l, pick.params, pick.sequence, pick.position);
+    crate::backend::Picked {
+        token,
+        logprob: pick.logprobs.map(|k| logprobs(&l, token, k)),
+        logits: pick.want_logits.then(|| row.to_vec()),
+    }
+}
+
 /// Logits after penalties and logit bias: the distribution logprobs are reported from.
 pub fn process(logits: &[f32], p: &SamplingParams, prompt: &[u32], output: &[u32]) -> Vec<f32> {
     let mut l = logits.to_vec();
-    apply_penalties(&mut l, p, prompt, output);
-    for &(id, b) in &p.logit_bias {
-        if let Some(v) = l.get_mut(id as usize) {
-            *v += b;
+    for e in edits(p, prompt, output, &[]) {
+        if let Some(v) = l.get_mut(e.id as usize) {
+            *v = e.apply(*v);
         }
     }
     l
 }
 
-/// Chooses from processed logits: argmax at temperature 0, else a seeded draw after
-/// temperature, top-k, top-p and min-p.
-pub fn choose(l: &[f32], p: &SamplingParams, sequence: u32, position: u64) -> u32 {
-    choose_with_uniform(l, p, || rng::uniform(p.seed, sequence, position))
+/// What penalties and logit bias do to one token's logit, in this order: the repetition
+/// penalty (divide a positive logit, multiply a negative one), then subtract `sub` (frequency ×
+/// count + presence), then add `bias`. The CPU and the CUDA sampler apply the same edits with
+/// the same f32 operations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Edit {
+    pub id: u32,
+    /// Repetition penalty to apply (`None`: the token was not seen or the penalty is off).
+    pub rep: Option<f32>,
+    pub sub: Option<f32>,
+    pub bias: Option<f32>,
 }
 
-/// [`choose`] with the uniform draw supplied by the caller (called only when sampling). Gates use
-/// it to build a deliberately broken arm with a shared stateful generator.
-pub fn choose_with_uniform(l: &[f32], p: &SamplingParams, draw: impl FnOnce() -> f32) -> u32 {
+impl Edit {
+    /// The edited logit.
+    pub fn apply(&self, mut v: f32) -> f32 {
+        if let Some(r) = self.rep {
+            v = if v > 0.0 { v / r } else { v * r };
+        }
+        if let Some(s) = self.sub {
+            v -= s;
+        }
+        if let Some(b) = self.bias {
+            v += b;
+        }
+        v
+    }
+}
+
+/// The edits `p` makes for a sequence with `prompt` and `output` tokens, where `extra` are
+/// tokens after `output` not yet in it (the drafts before a speculative verify row). One edit
+/// per token id, sorted by id; empty when no penalty or bias is on. Duplicate logit-bias ids
+/// add up.
+pub fn edits(p: &SamplingParams, prompt: &[u32], output: &[u32], extra: &[u32]) -> Vec<Edit> {
+    let mut out: std::collections::BTreeMap<u32, Edit> = Default::default();
+    fn get(out: &mut std::collections::BTreeMap<u32, Edit>, id: u32) -> &mut Edit {
+        out.entry(id).or_insert(Edit {
+            id,
+            rep: None,
+            sub: None,
+            bias: None,
+        })
+    }
+    let generated = output.iter().chain(extra);
+    if p.repetition_penalty != 1.0 {
+        for &id in prompt.iter().chain(generated.clone()) {
+            get(&mut out, id).rep = Some(p.repetition_penalty);
+        }
+    }
+    if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for &t in generated {
+            *counts.entry(t).or_default() += 1;
+        }
+        for (id, n) in counts {
+            get(&mut out, id).sub = Some(n as f32 * p.frequency_penalty + p.presence_penalty);
+        }
+    }
+    for &(id, b) in &p.logit_bias {
+        let e = get(&mut out, id);
+        e.bias = Some(e.bias.map_or(b, |a| a + b));
+    }
+    out.into_values().collect()
+}
+
+/// Chooses from processed logits: argmax at temperature 0, else the seeded draw of
+/// [`select`] after temperature, top-k, top-p and min-p, with the random bits keyed on
+/// (seed, sequence, position).
+pub fn choose(l: &[f32], p: &SamplingParams, sequence: u32, position: u64) -> u32 {
+    choose_with_draw(l, p, || rng::draw24(p.seed, sequence, position))
+}
+
+/// [`choose`] with the 24 random bits supplied by the caller (called only when sampling). Gates
+/// use it to build a deliberately broken arm with a shared stateful generator.
+pub fn choose_with_draw(l: &[f32], p: &SamplingParams, draw: impl FnOnce() -> u32) -> u32 {
     if p.temperature == 0.0 {
         return argmax(l);
     }
-    let probs = filtered_probs(l, p);
-    let u = draw();
-    let mut cum = 0f32;
-    for &(id, pr) in &probs {
-        cum += pr;
-        if u < cum {
-            return id;
-        }
-    }
-    probs.last().map(|&(id, _)| id).unwrap_or(0)
+    select::draw(l, p.temperature, p.top_k, p.top_p, p.min_p, draw())
 }
 
 /// Log-softmax of `l` at `token`, and the `top` most likely (id, logprob) pairs (ties: lower id
-/// first). Computed in f64 for the normalizer, reported as f32.
+/// first; NaN logits are never listed). Computed in f64 for the normalizer, reported as f32.
 pub fn logprobs(l: &[f32], token: u32, top: usize) -> (f32, Vec<(u32, f32)>) {
     let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let lse = max as f64
@@ -145,16 +219,7 @@ pub fn logprobs(l: &[f32], token: u32, top: usize) -> (f32, Vec<(u32, f32)>) {
             .sum::<f64>()
             .ln();
     let lp = |i: u32| (l[i as usize] as f64 - lse) as f32;
-    let mut best: Vec<u32> = Vec::with_capacity(top + 1);
-    if top > 0 {
-        for i in 0..l.len() as u32 {
-            let pos = best.partition_point(|&b| l[b as usize] >= l[i as usize]);
-            if pos < top {
-                best.insert(pos, i);
-                best.truncate(top);
-            }
-        }
-    }
+    let best = select::top_n(l, top);
     (lp(token), best.into_iter().map(|i| (i, lp(i))).collect())
 }
 
@@ -167,73 +232,6 @@ pub fn argmax(l: &[f32]) -> u32 {
         }
     }
     best as u32
-}
-
-fn apply_penalties(l: &mut [f32], p: &SamplingParams, prompt: &[u32], output: &[u32]) {
-    if p.repetition_penalty != 1.0 {
-        let mut seen: Vec<u32> = prompt.iter().chain(output).copied().collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for id in seen {
-            if let Some(v) = l.get_mut(id as usize) {
-                *v = if *v > 0.0 {
-                    *v / p.repetition_penalty
-                } else {
-                    *v * p.repetition_penalty
-                };
-            }
-        }
-    }
-    if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
-        let mut counts: HashMap<u32, u32> = HashMap::new();
-        for &t in output {
-            *counts.entry(t).or_default() += 1;
-        }
-        for (id, n) in counts {
-            if let Some(v) = l.get_mut(id as usize) {
-                *v -= n as f32 * p.frequency_penalty + p.presence_penalty;
-            }
-        }
-    }
-}
-
-/// Candidates after temperature, top-k, top-p and min-p, as (id, probability) sorted by logit
-/// descending (ties: lower id first), probabilities renormalized to sum to 1.
-pub fn filtered_probs(l: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
-    let mut idx: Vec<u32> = (0..l.len() as u32)
-        .filter(|&i| !l[i as usize].is_nan())
-        .collect();
-    idx.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
-    if p.top_k > 0 && p.top_k < idx.len() {
-        idx.truncate(p.top_k);
-    }
-    let t = p.temperature;
-    let max = l[idx[0] as usize] / t;
-    let mut probs: Vec<(u32, f32)> = idx
-        .iter()
-        .map(|&i| (i, (l[i as usize] / t - max).exp()))
-        .collect();
-    let sum: f32 = probs.iter().map(|x| x.1).sum();
-    probs.iter_mut().for_each(|x| x.1 /= sum);
-    if p.top_p < 1.0 {
-        let mut cum = 0f32;
-        let mut keep = probs.len();
-        for (i, &(_, pr)) in probs.iter().enumerate() {
-            cum += pr;
-            if cum >= p.top_p {
-                keep = i + 1;
-                break;
-            }
-        }
-        probs.truncate(keep);
-    }
-    if p.min_p > 0.0 {
-        let thresh = probs[0].1 * p.min_p;
-        probs.retain(|x| x.1 >= thresh);
-    }
-    let sum: f32 = probs.iter().map(|x| x.1).sum();
-    probs.iter_mut().for_each(|x| x.1 /= sum);
-    probs
 }
 
 #[cfg(test)]
@@ -256,45 +254,23 @@ mod tests {
     }
 
     #[test]
-    fn filters_cut_the_candidate_set() {
-        let l = [4.0, 3.0, 2.0, 1.0, 0.0];
-        let base = SamplingParams::default();
-        assert_eq!(filtered_probs(&l, &base).len(), 5);
-        let k = SamplingParams {
-            top_k: 2,
-            ..base.clone()
+    fn edits_match_the_penalty_rules() {
+        let p = SamplingParams {
+            repetition_penalty: 2.0,
+            frequency_penalty: 0.5,
+            presence_penalty: 0.25,
+            logit_bias: vec![(9, 1.0), (9, 0.5)],
+            ..Default::default()
         };
-        let v = filtered_probs(&l, &k);
-        assert_eq!(v.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1]);
-        assert!((v[0].1 + v[1].1 - 1.0).abs() < 1e-6);
-        // p(0) = 0.636 with these logits: top_p 0.5 keeps one token, 0.7 keeps two.
-        assert_eq!(
-            filtered_probs(
-                &l,
-                &SamplingParams {
-                    top_p: 0.5,
-                    ..base.clone()
-                }
-            )
-            .len(),
-            1
-        );
-        assert_eq!(
-            filtered_probs(
-                &l,
-                &SamplingParams {
-                    top_p: 0.7,
-                    ..base.clone()
-                }
-            )
-            .len(),
-            2
-        );
-        // min_p 0.3: keeps tokens with p >= 0.3 * p(0), i.e. e^-1 = 0.37 ≥ 0.3 but e^-2 < 0.3.
-        assert_eq!(
-            filtered_probs(&l, &SamplingParams { min_p: 0.3, ..base }).len(),
-            2
-        );
+        let e = edits(&p, &[1], &[2, 2], &[3]);
+        assert_eq!(e.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1, 2, 3, 9]);
+        assert_eq!(e[0].sub, None);
+        assert_eq!(e[1].sub, Some(1.25));
+        assert_eq!(e[2].sub, Some(0.75));
+        assert_eq!(e[3].bias, Some(1.5));
+        assert_eq!(e[1].apply(3.0), 3.0 / 2.0 - 1.25);
+        assert_eq!(e[0].apply(-3.0), -6.0);
+        assert!(edits(&SamplingParams::default(), &[1, 2], &[3], &[]).is_empty());
     }
 
     #[test]

@@ -26,13 +26,19 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     c
 }
 
-/// Uniform f32 in [0, 1) for (seed, sequence, position): 24 random bits of the first output word.
-pub fn uniform(seed: u64, sequence: u32, position: u64) -> f32 {
+/// 24 random bits for (seed, sequence, position): the top 24 bits of Philox's first output word
+/// for counter (position, sequence, 0) and key seed. The sampler's draw uses them as an integer.
+pub fn draw24(seed: u64, sequence: u32, position: u64) -> u32 {
     let out = philox4x32_10(
         [position as u32, (position >> 32) as u32, sequence, 0],
         [seed as u32, (seed >> 32) as u32],
     );
-    (out[0] >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
+    out[0] >> 8
+}
+
+/// [`draw24`] as a uniform f32 in [0, 1).
+pub fn uniform(seed: u64, sequence: u32, position: u64) -> f32 {
+    draw24(seed, sequence, position) as f32 * (1.0 / (1u32 << 24) as f32)
 }
 
 #[cfg(test)]

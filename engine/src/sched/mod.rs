@@ -13,7 +13,7 @@ mod types;
 
 pub use types::*;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Picked};
 use crate::engine::FinishReason;
 use crate::error::{Error, Result};
 use crate::kv::prefix::{chain_hashes, PrefixCache};
@@ -231,8 +231,9 @@ struct Seq {
     table: BlockTable,
     /// Chained hashes of the full blocks already indexed in the prefix cache.
     hashed: Vec<u64>,
-    /// Logits to sample from before feeding anything (forked choices).
-    pending: Option<Vec<f32>>,
+    /// The token already chosen for it from the prompt's logits (forked choices), to emit
+    /// before feeding anything.
+    pending: Option<Picked>,
     /// Admission order (for choosing preemption victims).
     order: u64,
     /// Speculative draft tokens proposed and accepted for this choice.
@@ -594,13 +595,13 @@ impl Core {
         self.running[i].hashed = hashes;
     }
 
-    /// After choice 0's prompt, starts choices 1..n on forks of its blocks.
-    fn fork_choices(&mut self, i: usize, logits: &[f32]) {
-        let s = &self.running[i];
-        let n = self.reqs[&s.req].s.n;
-        if s.choice != 0 || n <= 1 || s.tokens.len() != s.prompt_len {
+    /// After choice 0's prompt, starts choices 1..n on forks of its blocks; `forks[c - 1]` is
+    /// choice `c`'s first token, chosen from the prompt's logits in the same step.
+    fn fork_choices(&mut self, i: usize, forks: Vec<Picked>) {
+        if forks.is_empty() {
             return;
         }
+        let s = &self.running[i];
         let (req, prompt_len, tokens, table, hashed) = (
             s.req,
             s.prompt_len,
@@ -608,7 +609,7 @@ impl Core {
             s.table.clone(),
             s.hashed.clone(),
         );
-        for choice in 1..n {
+        for (choice, first) in (1..).zip(forks) {
             let table = self.bm.fork(&table);
             let order = self.next_order;
             self.next_order += 1;
@@ -616,45 +617,63 @@ impl Core {
                 computed: prompt_len,
                 table,
                 hashed: hashed.clone(),
-                pending: Some(logits.to_vec()),
+                pending: Some(first),
                 order,
                 ..Seq::new(req, choice, tokens.clone(), prompt_len)
             });
         }
     }
 
-    /// Samples the next token of sequence `i`, emits it, and retires the sequence when it
+    /// Emits the token `picked` chose for sequence `i`, and retires the sequence when it
     /// finishes. Returns the token while the sequence lives on, `None` once it was removed.
     /// `draft` is the speculative draft token at this position, if any (used only by the
     /// acceptance-threshold canary: the real rule compares it with the returned token).
-    fn sample_into(&mut self, i: usize, logits: &[f32], draft: Option<u32>) -> Option<u32> {
+    fn sample_into(&mut self, i: usize, picked: Picked, draft: Option<u32>) -> Option<u32> {
         let s = &self.running[i];
         let Some(r) = self.reqs.get(&s.req) else {
             let mut s = self.running.swap_remove(i);
             self.release(&mut s);
             return None;
         };
-        let p = &r.s.params;
-        let (prompt, output) = s.tokens.split_at(s.prompt_len);
-        let processed = sample::process(logits, p, prompt, output);
-        let pos = s.tokens.len() as u64;
-        let token = if self.cfg.canary == Some(SchedCanary::SharedRng) {
-            let k = self.shared_draws;
-            self.shared_draws += 1;
-            sample::choose_with_uniform(&processed, p, || sample::rng::uniform(p.seed, 0, k))
-        } else {
-            sample::choose(&processed, p, s.choice, pos)
-        };
-        let token = match draft {
-            Some(d) if self.cfg.canary == Some(SchedCanary::AcceptByThreshold) => {
-                let (lp, _) = sample::logprobs(&processed, d, 0);
-                if lp.exp() >= 0.1 {
-                    d
-                } else {
-                    token
+        let Picked {
+            mut token,
+            logprob,
+            logits,
+        } = picked;
+        let mut logprob = logprob.map(|(logprob, top)| TokenLogprob {
+            token,
+            logprob,
+            top,
+        });
+        // The canaries re-choose on the host from the raw row (every pick asks for it then).
+        if let (Some(canary), Some(row)) = (self.cfg.canary, logits.as_deref()) {
+            let p = &r.s.params;
+            let (prompt, output) = s.tokens.split_at(s.prompt_len);
+            let processed = sample::process(row, p, prompt, output);
+            if canary == SchedCanary::SharedRng {
+                let k = self.shared_draws;
+                self.shared_draws += 1;
+                token =
+                    sample::choose_with_draw(&processed, p, || sample::rng::draw24(p.seed, 0, k));
+            }
+            if let (SchedCanary::AcceptByThreshold, Some(d)) = (canary, draft) {
+                if sample::logprobs(&processed, d, 0).0.exp() >= 0.1 {
+                    token = d;
                 }
             }
-            _ => token,
+            logprob = r.s.logprobs.map(|k| {
+                let (lp, top) = sample::logprobs(&processed, token, k as usize);
+                TokenLogprob {
+                    token,
+                    logprob: lp,
+                    top,
+                }
+            });
+        }
+        let logits = if r.s.return_logits {
+            logits.map(Arc::new)
+        } else {
+            None
         };
         let (req, choice) = (s.req, s.choice);
         let finish = if r.s.stop_ids.contains(&token) {
@@ -663,15 +682,6 @@ impl Core {
             None
         };
         if finish.is_none() {
-            let logprob = r.s.logprobs.map(|k| {
-                let (lp, top) = sample::logprobs(&processed, token, k as usize);
-                TokenLogprob {
-                    token,
-                    logprob: lp,
-                    top,
-                }
-            });
-            let logits = r.s.return_logits.then(|| Arc::new(logits.to_vec()));
             self.running[i].tokens.push(token);
             self.emit(
                 req,

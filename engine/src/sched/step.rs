@@ -3,7 +3,7 @@
 //! acceptance.
 
 use super::{Core, Seq};
-use crate::backend::{LogitsWanted, SeqChunk};
+use crate::backend::{LogitsWanted, Pick, Picked, SeqChunk};
 use crate::error::Result;
 use crate::spec::{DraftJob, Drafter, LayerSkipDrafter, NgramDrafter, SpecMethod};
 
@@ -48,8 +48,8 @@ impl Core {
         // Forked choices sample from the prompt's logits first.
         let mut i = 0;
         while i < self.running.len() {
-            if let Some(l) = self.running[i].pending.take() {
-                if self.sample_into(i, &l, None).is_none() {
+            if let Some(first) = self.running[i].pending.take() {
+                if self.sample_into(i, first, None).is_none() {
                     continue;
                 }
             }
@@ -60,58 +60,105 @@ impl Core {
             return Ok(());
         }
         let idx: Vec<usize> = plan.iter().map(|p| self.position(p.key)).collect();
-        let chunks: Vec<SeqChunk<'_>> = idx
-            .iter()
-            .zip(&plan)
-            .map(|(&i, p)| {
-                let s = &self.running[i];
-                SeqChunk {
-                    tokens: &p.feed,
-                    start_pos: p.start,
-                    block_table: &s.table.blocks,
-                    logits: if !p.draft.is_empty() {
-                        LogitsWanted::All
-                    } else if p.start + p.feed.len() == s.tokens.len() {
-                        LogitsWanted::Last
+        let want_logits = self.cfg.canary.is_some();
+        let Core {
+            running,
+            reqs,
+            backend,
+            ..
+        } = &mut *self;
+        let mut chunks = Vec::with_capacity(plan.len());
+        let mut picks: Vec<Pick<'_>> = Vec::new();
+        // Picks per planned sequence: its own (one, or one per verify row) plus the first
+        // token of each forked choice when this chunk ends choice 0's prompt.
+        let mut n_picks = Vec::with_capacity(plan.len());
+        let mut row = 0;
+        for (&i, p) in idx.iter().zip(&plan) {
+            let s = &running[i];
+            let ends = p.start + p.feed.len() == s.tokens.len();
+            let logits = if !p.draft.is_empty() {
+                LogitsWanted::All
+            } else if ends {
+                LogitsWanted::Last
+            } else {
+                LogitsWanted::None
+            };
+            chunks.push(SeqChunk {
+                tokens: &p.feed,
+                start_pos: p.start,
+                block_table: &s.table.blocks,
+                logits,
+            });
+            let before = picks.len();
+            if let (true, Some(r)) = (logits != LogitsWanted::None, reqs.get(&s.req)) {
+                let (prompt, output) = s.tokens.split_at(s.prompt_len);
+                let base = Pick {
+                    row,
+                    params: &r.s.params,
+                    prompt,
+                    output,
+                    extra: &[],
+                    sequence: s.choice,
+                    position: s.tokens.len() as u64,
+                    logprobs: r.s.logprobs.map(|k| k as usize),
+                    want_logits: want_logits || r.s.return_logits,
+                };
+                if p.draft.is_empty() {
+                    let forks = if s.choice == 0 && s.tokens.len() == s.prompt_len {
+                        r.s.n
                     } else {
-                        LogitsWanted::None
-                    },
+                        1
+                    };
+                    for c in 0..forks {
+                        picks.push(Pick {
+                            sequence: s.choice + c,
+                            ..base.clone()
+                        });
+                    }
+                } else {
+                    for j in 0..=p.draft.len() {
+                        picks.push(Pick {
+                            row: row + j,
+                            extra: &p.draft[..j],
+                            position: base.position + j as u64,
+                            ..base.clone()
+                        });
+                    }
                 }
-            })
-            .collect();
-        let wanted: Vec<usize> = chunks
-            .iter()
-            .map(|c| match c.logits {
+            }
+            row += match logits {
                 LogitsWanted::None => 0,
                 LogitsWanted::Last => 1,
-                LogitsWanted::All => c.tokens.len(),
-            })
-            .collect();
-        let mut rows = self.backend.forward(&chunks)?.into_iter();
-        drop(chunks);
+                LogitsWanted::All => p.feed.len(),
+            };
+            n_picks.push(picks.len() - before);
+        }
+        let mut picked = backend.forward_pick(&chunks, &picks)?.into_iter();
+        drop((chunks, picks));
         let mut sampled = Vec::new();
         let mut verify = Vec::new();
-        for ((&i, p), n_rows) in idx.iter().zip(plan).zip(wanted) {
-            let r: Vec<Vec<f32>> = rows.by_ref().take(n_rows).collect();
+        for ((&i, p), n) in idx.iter().zip(plan).zip(n_picks) {
+            let r: Vec<Picked> = picked.by_ref().take(n).collect();
             if p.draft.is_empty() {
                 self.running[i].computed += p.feed.len();
                 self.index_full_blocks(i);
-                if let Some(row) = r.into_iter().next() {
-                    sampled.push((p.key, row));
+                if !r.is_empty() {
+                    sampled.push((p.key, r));
                 }
             } else {
                 verify.push((p.key, p.draft, r));
             }
         }
-        for (key, logits) in sampled {
+        for (key, mut r) in sampled {
             let Some(i) = self.running.iter().position(|s| s.order == key) else {
                 continue;
             };
-            self.fork_choices(i, &logits);
-            self.sample_into(i, &logits, None);
+            let forks = r.split_off(1);
+            self.fork_choices(i, forks);
+            self.sample_into(i, r.pop().expect("one pick"), None);
         }
         for (key, draft, rows) in verify {
-            self.accept(key, &draft, &rows);
+            self.accept(key, &draft, rows);
         }
         Ok(())
     }
@@ -234,13 +281,13 @@ impl Core {
     /// Speculative acceptance: walk the verify rows, choosing each position's token exactly as
     /// plain decode would; keep going while it equals the draft. The K/V of rejected drafts is
     /// dropped by truncating the block table.
-    fn accept(&mut self, key: u64, draft: &[u32], rows: &[Vec<f32>]) {
+    fn accept(&mut self, key: u64, draft: &[u32], rows: Vec<Picked>) {
         let Some(i) = self.running.iter().position(|s| s.order == key) else {
             return;
         };
         // The verify chunk wrote the last token and the drafts; only accepted ones stay valid.
         let mut accepted = 0;
-        for (j, row) in rows.iter().enumerate() {
+        for (j, row) in rows.into_iter().enumerate() {
             let d = draft.get(j).copied();
             match self.sample_into(i, row, d) {
                 None => break,

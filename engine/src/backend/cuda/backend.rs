@@ -5,9 +5,10 @@
 //! rows beside it (DESIGN.md §3, Level A); CUDA against the CPU backend is Level B (a tolerance).
 
 use super::ops::{DevMatrix, KvIndex};
+use super::sample::SampleScratch;
 use super::{CudaDevice, NO_DRIVER};
 use crate::backend::cpu::ops::Rope;
-use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::backend::{Backend, LogitsWanted, Pick, Picked, SeqChunk};
 use crate::error::{Error, Result};
 use crate::models::{Model, ModelConfig};
 use crate::quant::QuantMatrix;
@@ -158,6 +159,8 @@ pub struct CudaBackend {
     k: Vec<CudaSlice<f32>>,
     v: Vec<CudaSlice<f32>>,
     split_canary: bool,
+    /// The sampling kernel's scratch, allocated on the first [`Backend::forward_pick`].
+    sample_scratch: Option<SampleScratch>,
 }
 
 impl CudaBackend {
@@ -187,6 +190,7 @@ impl CudaBackend {
             k,
             v,
             split_canary: false,
+            sample_scratch: None,
         })
     }
 
@@ -319,10 +323,41 @@ impl Backend for CudaBackend {
     }
 
     fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>> {
+        let Some(logits) = self.run(batch, n_layers)? else {
+            return Ok(Vec::new());
+        };
+        let host = self.dev.download(&logits)?;
+        let v = self.model.config.vocab_size;
+        Ok(host.chunks(v).map(|r| r.to_vec()).collect())
+    }
+
+    fn forward_pick(&mut self, batch: &[SeqChunk<'_>], picks: &[Pick<'_>]) -> Result<Vec<Picked>> {
+        let logits = self.run(batch, usize::MAX)?;
+        if picks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(logits) = logits else {
+            return Err(crate::error::Error::InvalidArgument(
+                "picks in a step that produced no logits".into(),
+            ));
+        };
+        let v = self.model.config.vocab_size;
+        if self.sample_scratch.is_none() {
+            self.sample_scratch = Some(SampleScratch::new(&self.dev, v)?);
+        }
+        let scratch = self.sample_scratch.as_mut().expect("allocated above");
+        self.dev.sample_picks(&logits, v, picks, scratch)
+    }
+}
+
+impl CudaBackend {
+    /// The forward pass of [`Backend::forward_layers`], leaving the wanted logits rows on the
+    /// device (`[rows, vocab]` f32); `None` when no row is wanted.
+    fn run(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Option<CudaSlice<f32>>> {
         let plan = self.plan(batch)?;
         let t = plan.tokens.len();
         if t == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let model = self.model.clone();
         let c = &model.config;
@@ -423,7 +458,7 @@ impl Backend for CudaBackend {
             dev.add_assign(&mut x, &d)?;
         }
         if plan.wanted.is_empty() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let nw = plan.wanted.len();
         let rows = dev.upload(&plan.wanted)?;
@@ -436,7 +471,6 @@ impl Backend for CudaBackend {
         if let Some(cap) = c.final_logit_softcap {
             dev.softcap(&mut logits, cap)?;
         }
-        let host = dev.download(&logits)?;
-        Ok(host.chunks(c.vocab_size).map(|r| r.to_vec()).collect())
+        Ok(Some(logits))
     }
 }

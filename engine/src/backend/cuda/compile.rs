@@ -48,6 +48,10 @@ pub const KERNELS: &[KernelSource] = &[
         name: "act.cu",
         src: include_str!("../../../../kernels/act.cu"),
     },
+    KernelSource {
+        name: "sample.cu",
+        src: include_str!("../../../../kernels/sample.cu"),
+    },
 ];
 
 /// The kernel file called `name` (`"norm.cu"`).

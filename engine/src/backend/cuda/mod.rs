@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod compile;
 pub mod ops;
+pub mod sample;
 pub mod selfcheck;
 
 use crate::error::{Error, Result};
