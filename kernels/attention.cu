@@ -35,66 +35,155 @@ extern "C" __global__ void kv_copy_block_f32(float* c, int src, int dst, int n) 
     if (i < n) c[(size_t)dst * n + i] = c[(size_t)src * n + i];
 }
 
+// One split's partial softmax-attention for (row, head): m = the split's max score, l = sum of
+// exp(score - m), a[d] = sum of exp(score - m) * v[d]; thread tid < hd returns a[tid] (other threads'
+// `a` is 0), every thread returns m and l. Positions lo ..= pos only; split s covers positions
+// s*ATTN_SPLIT .. s*ATTN_SPLIT + ATTN_SPLIT - 1.
+// Order: a score is lane-strided partial dots over head_dim (lane l: d = l, l + 32, ..., increasing),
+// warp_sum's xor tree, times scale; m and l by block_max / block_sum; a[d] as G = ATTN_SPLIT / hdp
+// (hdp = hd rounded up to 32) position groups (group g: positions j = g, g + G, ..., increasing),
+// added in increasing g. All arithmetic is spelled out (__fmaf_rn, __fmul_rn, ...) so the fused and
+// the split-parallel kernels below, which both inline this function, round identically.
+struct AttnShared {
+    float qs[ATTN_SPLIT];
+    float es[ATTN_SPLIT];
+    float part[ATTN_SPLIT];
+    float scratch[ATTN_SPLIT / 32];
+};
+
+__device__ __forceinline__ void attn_split_partial(const float* kc, const float* vc, const u32* tab, int s, int lo,
+                                                   int pos, int nkv, int kvh, int hd, int bs, float scale,
+                                                   AttnShared& sh, float& m_out, float& l_out, float& a_out) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    constexpr int NW = ATTN_SPLIT / 32;
+    for (int j = warp; j < ATTN_SPLIT; j += NW) {
+        const int p = s * ATTN_SPLIT + j;
+        float score = NEG_INF;
+        if (p >= lo && p <= pos) {
+            const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
+            const float* kp = kc + (slot * nkv + kvh) * hd;
+            float acc = 0.0f;
+            for (int d = lane; d < hd; d += 32) acc = __fmaf_rn(sh.qs[d], kp[d], acc);
+            score = __fmul_rn(warp_sum(acc), scale);
+        }
+        if (lane == 0) sh.es[j] = score;
+    }
+    __syncthreads();
+    const int p = s * ATTN_SPLIT + tid;
+    const bool valid = p >= lo && p <= pos;
+    const float score = sh.es[tid];
+    const float m = block_max<ATTN_SPLIT>(score, sh.scratch);
+    const float e = valid ? expf(__fsub_rn(score, m)) : 0.0f;
+    sh.es[tid] = e;
+    const float l = block_sum<ATTN_SPLIT>(e, sh.scratch);  // its barriers publish es[]
+    const int hdp = (hd + 31) & ~31;
+    const int groups = ATTN_SPLIT / hdp;
+    const int g = tid / hdp, d = tid % hdp;
+    const int j0 = max(lo - s * ATTN_SPLIT, 0);
+    const int j1 = min(pos - s * ATTN_SPLIT, ATTN_SPLIT - 1);
+    float a = 0.0f;
+    if (g < groups && d < hd) {
+        int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
+#pragma unroll 4
+        for (; j <= j1; j += groups) {
+            const int pp = s * ATTN_SPLIT + j;
+            const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
+            a = __fmaf_rn(sh.es[j], vc[(slot * nkv + kvh) * hd + d], a);
+        }
+    }
+    sh.part[tid] = a;
+    __syncthreads();
+    float total = 0.0f;
+    if (tid < hd)
+        for (int gg = 0; gg < groups; ++gg) total = __fadd_rn(total, sh.part[gg * hdp + tid]);
+    __syncthreads();
+    m_out = m;
+    l_out = l;
+    a_out = total;
+}
+
+// Merges split partial (m, l, a) into the running (rm, rl, ra): the online-softmax rescaling.
+__device__ __forceinline__ void attn_merge(bool first, float m, float l, float a, float& rm, float& rl, float& ra) {
+    if (first) {
+        rm = m;
+        rl = l;
+        ra = a;
+        return;
+    }
+    const float mn = fmaxf(rm, m);
+    const float alpha = expf(__fsub_rn(rm, mn)), beta = expf(__fsub_rn(m, mn));
+    rl = __fadd_rn(__fmul_rn(rl, alpha), __fmul_rn(l, beta));
+    ra = __fadd_rn(__fmul_rn(ra, alpha), __fmul_rn(a, beta));
+    rm = mn;
+}
+
 // out[t, h, :] = softmax(q[t, h, :] . K^T * scale) V over the keys of row t: positions
 // lo ..= row_pos[t], lo = max(0, pos + 1 - window) when window > 0 (sliding window), else 0.
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
-// hd <= ATTN_SPLIT. Grid: (rows, nh); block: (ATTN_SPLIT).
+// hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nh); block: (ATTN_SPLIT).
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
 attn_paged_f32(const float* q, const float* kc, const float* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
-    __shared__ float qs[ATTN_SPLIT];
-    __shared__ float es[ATTN_SPLIT];
-    __shared__ float scratch[ATTN_SPLIT / 32];
+    __shared__ AttnShared sh;
     const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
     const int kvh = head / (nh / nkv);
     const int pos = (int)row_pos[row];
     const u32* tab = tables + row_tab[row];
     const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
     const float* qrow = q + ((size_t)row * nh + head) * hd;
-    if (tid < hd) qs[tid] = qrow[tid];
+    if (tid < hd) sh.qs[tid] = qrow[tid];
     __syncthreads();
-    float run_m = NEG_INF, run_l = 0.0f, run_a = 0.0f;
-    bool first = true;
+    float rm = NEG_INF, rl = 0.0f, ra = 0.0f;
     for (int s = lo / ATTN_SPLIT; s <= pos / ATTN_SPLIT; ++s) {
-        const int p = s * ATTN_SPLIT + tid;
-        const bool valid = p >= lo && p <= pos;
-        float score = NEG_INF;
-        if (valid) {
-            const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
-            const float* kp = kc + (slot * nkv + kvh) * hd;
-            float acc = 0.0f;
-            for (int d = 0; d < hd; ++d) acc += qs[d] * kp[d];
-            score = acc * scale;
-        }
-        const float m = block_max<ATTN_SPLIT>(score, scratch);
-        const float e = valid ? expf(score - m) : 0.0f;
-        es[tid] = e;
-        const float l = block_sum<ATTN_SPLIT>(e, scratch);  // its barriers publish es[]
-        if (tid < hd) {
-            const int j0 = max(lo - s * ATTN_SPLIT, 0);
-            const int j1 = min(pos - s * ATTN_SPLIT, ATTN_SPLIT - 1);
-            float a = 0.0f;
-            for (int j = j0; j <= j1; ++j) {
-                const int pp = s * ATTN_SPLIT + j;
-                const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
-                a += es[j] * vc[(slot * nkv + kvh) * hd + tid];
-            }
-            if (first) {
-                run_m = m;
-                run_l = l;
-                run_a = a;
-            } else {
-                const float mn = fmaxf(run_m, m);
-                const float alpha = expf(run_m - mn), beta = expf(m - mn);
-                run_l = run_l * alpha + l * beta;
-                run_a = run_a * alpha + a * beta;
-                run_m = mn;
-            }
-        }
-        first = false;
-        __syncthreads();
+        float m, l, a;
+        attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+        attn_merge(s == lo / ATTN_SPLIT, m, l, a, rm, rl, ra);
     }
-    if (tid < hd) out[((size_t)row * nh + head) * hd + tid] = run_a / run_l;
+    if (tid < hd) out[((size_t)row * nh + head) * hd + tid] = __fdiv_rn(ra, rl);
+}
+
+// The same attention with the splits of a row computed in parallel (flash-decoding, Dao et al.
+// 2023): block z of (row, head) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
+// (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
+// attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
+// Grid: (rows, nh, nz); block: (ATTN_SPLIT).
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
+attn_split_f32(const float* q, const float* kc, const float* vc, float* part, const u32* row_pos,
+               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+               float scale, int nz) {
+    __shared__ AttnShared sh;
+    const int row = blockIdx.x, head = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
+    const int pos = (int)row_pos[row];
+    const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
+    const int s = lo / ATTN_SPLIT + z;
+    if (s > pos / ATTN_SPLIT) return;
+    const int kvh = head / (nh / nkv);
+    const u32* tab = tables + row_tab[row];
+    const float* qrow = q + ((size_t)row * nh + head) * hd;
+    if (tid < hd) sh.qs[tid] = qrow[tid];
+    __syncthreads();
+    float m, l, a;
+    attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+    float* o = part + (((size_t)row * nh + head) * nz + z) * (hd + 2);
+    if (tid < hd) o[2 + tid] = a;
+    if (tid == 0) o[0] = m, o[1] = l;
+}
+
+// Merges attn_split_f32's partials in increasing z. Grid: (rows, nh); block: (hd rounded up to 32).
+extern "C" __global__ void attn_combine_f32(const float* part, float* out, const u32* row_pos, int nh, int hd,
+                                            int window, int nz) {
+    const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
+    if (tid >= hd) return;
+    const int pos = (int)row_pos[row];
+    const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
+    const int n = pos / ATTN_SPLIT - lo / ATTN_SPLIT + 1;
+    const float* base = part + ((size_t)row * nh + head) * nz * (hd + 2);
+    float rm = NEG_INF, rl = 0.0f, ra = 0.0f;
+    for (int z = 0; z < n; ++z) {
+        const float* o = base + (size_t)z * (hd + 2);
+        attn_merge(z == 0, o[0], o[1], o[2 + tid], rm, rl, ra);
+    }
+    out[((size_t)row * nh + head) * hd + tid] = __fdiv_rn(ra, rl);
 }

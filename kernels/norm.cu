@@ -10,16 +10,18 @@
 #endif
 
 // h = x + residual (when `residual` is non-null; h is written back to `residual`), then
-// out = h / sqrt(mean(h^2) + eps) * w. x, residual, out: [rows, n] f32; w: [n] f32.
-// Grid: (rows); block: (NORM_THREADS). `out` may alias `x`.
+// out = h / sqrt(mean(h^2) + eps) * w. x, residual, out: [rows, n] f32; w: [n] f32; no two alias
+// (so the loads of a loop can all be in flight at once). Grid: (rows); block: (NORM_THREADS).
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
-rms_norm_residual_f32(const float* x, float* residual, const float* w, float* out, int n, float eps) {
+rms_norm_residual_f32(const float* __restrict__ x, float* __restrict__ residual, const float* __restrict__ w,
+                      float* __restrict__ out, int n, float eps) {
     __shared__ float scratch[NORM_THREADS / 32];
     const size_t row = blockIdx.x;
-    const float* xr = x + row * n;
-    float* rr = residual ? residual + row * n : nullptr;
-    float* orow = out + row * n;
+    const float* __restrict__ xr = x + row * n;
+    float* __restrict__ rr = residual ? residual + row * n : nullptr;
+    float* __restrict__ orow = out + row * n;
     float ss = 0.0f;
+#pragma unroll 8
     for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
         float h = xr[i];
         if (rr) {
@@ -30,6 +32,7 @@ rms_norm_residual_f32(const float* x, float* residual, const float* w, float* ou
     }
     const float total = block_sum<NORM_THREADS>(ss, scratch);
     const float inv = 1.0f / sqrtf(total / (float)n + eps);
+#pragma unroll 8
     for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
         const float h = rr ? rr[i] : xr[i];
         orow[i] = h * inv * w[i];

@@ -118,14 +118,16 @@ impl CudaPool {
 }
 
 /// Device memory one engine step's activations may need: `max_tokens` rows through every
-/// buffer of the forward pass plus a logits row per token, and 256 MiB for kernel images and
-/// allocator slack.
+/// buffer of the forward pass plus a logits row per token, the sampling kernel's scratch, and
+/// 256 MiB for kernel images and allocator slack.
 fn activation_reserve(model: &Model, max_tokens: usize) -> usize {
     let c = &model.config;
     let q = c.n_heads * c.head_dim;
     let kv = c.n_kv_heads * c.head_dim;
     let per_token = 6 * c.hidden_size + 4 * q + 3 * kv + 3 * c.intermediate_size + c.vocab_size;
-    max_tokens * per_token * 4 + (256 << 20)
+    max_tokens * per_token * 4
+        + memra_engine::backend::cuda::sample::SampleScratch::bytes(c.vocab_size)
+        + (256 << 20)
 }
 
 /// The number of KV blocks for `model` under `cfg` and a constructor for its backend. CPU: the

@@ -9,7 +9,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 4] = ["LIN_WARPS", "LIN_TOKENS", "ATTN_SPLIT", "NORM_THREADS"];
+pub const KERNEL_DEFINES: [&str; 6] = [
+    "LIN_WARPS",
+    "LIN_TOKENS",
+    "LIN_ROWS",
+    "LIN_ROWS_M1",
+    "ATTN_SPLIT",
+    "NORM_THREADS",
+];
 
 /// The source of a value nobody set.
 pub const BUILT_IN: &str = "built-in default";
@@ -46,8 +53,9 @@ pub struct Config {
     /// Tuned per-device defaults: "auto" (the file in boards/defaults/ for this device, embedded
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
-    /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, ATTN_SPLIT,
-    /// NORM_THREADS), as `-D` defines; unset ones come from the device defaults or the kernels.
+    /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
+    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS), as `-D` defines; unset ones come from the device
+    /// defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
     /// verify rows stop paying for themselves).

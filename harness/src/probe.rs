@@ -22,6 +22,15 @@ pub struct ProbeArgs {
     /// [default: $CUDA_HOME/include, /usr/local/cuda/include].
     #[arg(long = "cuda-include")]
     pub cuda_include: Vec<PathBuf>,
+    /// Time the linear kernels at the Llama-3.1-8B shapes (BF16, Q8_0, Q4_K; M = 1 and 8) with
+    /// random weights and print µs and achieved GB/s against the measured copy bandwidth.
+    #[arg(long)]
+    pub bench_kernels: bool,
+    /// With --bench-kernels: kernel define sets to compare, `;`-separated, each a
+    /// `,`-separated list of NAME=VALUE added to the configured defines (e.g.
+    /// "LIN_ROWS_M1=1;LIN_ROWS_M1=4"). Default: the configured defines alone.
+    #[arg(long, value_name = "SETS")]
+    pub variants: Option<String>,
 }
 
 /// Runs the probe. Fails when `--self-check` finds a bad kernel, or is asked for with no device.
@@ -79,6 +88,9 @@ fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         "d2d copy      {:.0} GB/s (1 GiB buffers, read + write, best of 10)",
         bw
     );
+    if args.bench_kernels {
+        bench_kernels(args, cfg, bw)?;
+    }
     if args.self_check {
         let t = Instant::now();
         let rows = selfcheck::run_all(&dev)?;
@@ -90,6 +102,45 @@ fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         if rows.iter().any(|r| !r.passed()) {
             bail!("kernel self-check failed");
         }
+    }
+    Ok(())
+}
+
+/// `--bench-kernels`: one table per define set of `--variants`.
+fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
+    use memra_engine::backend::cuda::kbench;
+    use memra_engine::quant::DType;
+    let sets: Vec<String> = match &args.variants {
+        Some(v) => v.split(';').map(|s| s.trim().to_string()).collect(),
+        None => vec![String::new()],
+    };
+    for set in sets {
+        let mut opts = crate::backends::kernel_options(cfg, &args.cuda_include);
+        for kv in set.split(',').filter(|s| !s.is_empty()) {
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("--variants: {kv:?} is not NAME=VALUE");
+            };
+            opts.defines
+                .insert(k.trim().to_string(), v.trim().to_string());
+        }
+        let dev = CudaDevice::open_with(args.device, opts)?;
+        let rows = kbench::bench_linear(
+            &dev,
+            &[DType::BF16, DType::Q8_0, DType::Q4_K],
+            &kbench::LLAMA_8B_LINEARS,
+            &[1, 8],
+            7,
+        )?;
+        println!(
+            "\nlinear kernels, defines {{{}}}",
+            dev.kernel_options()
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        print!("{}", kbench::render(&rows, copy_gbps));
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
 //! (DESIGN.md §4). What it sweeps:
 //!
-//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_WARPS` (decode tok/s, bs=1) and `ATTN_SPLIT`
+//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_WARPS`, `LIN_ROWS_M1` (decode tok/s, bs=1) and `ATTN_SPLIT`
 //!   (decode tok/s at a 2,048-token depth), one at a time with the others at their best so far.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
@@ -246,9 +246,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     let mut kernel_vals = BTreeMap::new();
     let mut defines: BTreeMap<String, String> = BTreeMap::new();
     if args.what.iter().any(|w| w == "kernels") && cuda {
-        let sweeps: [(&str, &[u32], usize); 3] = [
+        let sweeps: [(&str, &[u32], usize); 4] = [
             ("LIN_TOKENS", &[4, 8, 16], 128),
             ("LIN_WARPS", &[2, 4, 8], 128),
+            ("LIN_ROWS_M1", &[1, 2, 4], 128),
             ("ATTN_SPLIT", &[128, 256, 512], 2048),
         ];
         for (name, cands, depth) in sweeps {

@@ -377,6 +377,7 @@ impl CudaBackend {
             slots: dev.upload(&plan.slots)?,
             row_tab: dev.upload(&plan.row_tab)?,
             tables: dev.upload(&plan.tables)?,
+            host_pos: plan.pos.clone(),
         };
         let mut x = dev.alloc::<f32>(t * h)?;
         dev.embed(&w.embed, &ids, &mut x, c.embed_scale)?;

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod compile;
+pub mod kbench;
 pub mod ops;
 pub mod sample;
 pub mod selfcheck;
@@ -110,6 +111,8 @@ pub struct CudaDevice {
     info: DeviceInfo,
     opts: KernelOptions,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Functions looked up so far, by `file/function` (a launch then costs no module lookup).
+    functions: Mutex<HashMap<String, CudaFunction>>,
 }
 
 impl CudaDevice {
@@ -160,6 +163,7 @@ impl CudaDevice {
             info,
             opts,
             modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -196,6 +200,15 @@ impl CudaDevice {
     /// Function `func` of kernel file `file` (`"norm.cu"`), compiling (or loading from the disk
     /// cache) and loading the module on first use.
     pub fn function(&self, file: &str, func: &str) -> Result<CudaFunction> {
+        let key = format!("{file}/{func}");
+        if let Some(f) = self
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(f.clone());
+        }
         let k = compile::kernel(file)?;
         let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         let module = match mods.get(k.name) {
@@ -215,9 +228,15 @@ impl CudaDevice {
                 m
             }
         };
-        module
+        let f = module
             .load_function(func)
-            .map_err(|e| Error::Unsupported(format!("{file}: function {func}: {e}")))
+            .map_err(|e| Error::Unsupported(format!("{file}: function {func}: {e}")))?;
+        drop(mods);
+        self.functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, f.clone());
+        Ok(f)
     }
 
     /// Copies `data` to a new device buffer. Out of device memory is an error naming the size.

@@ -323,17 +323,7 @@ impl CudaDevice {
         // M = 1 (decode) takes the one-token tile: same per-output operations, fewer registers.
         let m1 = if m == 1 { "_m1" } else { "" };
         let f = self.function("linear.cu", &format!("linear_{}{m1}", fmt_suffix(w.dtype)))?;
-        let warps = self.define("LIN_WARPS", 4);
-        let tokens = if m == 1 {
-            1
-        } else {
-            self.define("LIN_TOKENS", 8)
-        };
-        let cfg = LaunchConfig {
-            grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
-            block_dim: (32 * warps, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = self.linear_grid(m, r);
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let row_bytes = w.row_bytes() as i64;
         let canary = i32::from(split_canary);
@@ -355,6 +345,27 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// The launch shape of every linear kernel for `m` tokens and `r` output rows: LIN_WARPS
+    /// warps per block, each warp LIN_ROWS (LIN_ROWS_M1 at m = 1) rows of LIN_TOKENS (1 at
+    /// m = 1) tokens. The defaults must match kernels/linear.cu's.
+    fn linear_grid(&self, m: usize, r: usize) -> LaunchConfig {
+        let warps = self.define("LIN_WARPS", 4);
+        let (tokens, rows) = if m == 1 {
+            (1, self.define("LIN_ROWS_M1", 1))
+        } else {
+            (self.define("LIN_TOKENS", 8), self.define("LIN_ROWS", 1))
+        };
+        LaunchConfig {
+            grid_dim: (
+                (r as u32).div_ceil(warps * rows),
+                (m as u32).div_ceil(tokens),
+                1,
+            ),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// [`CudaDevice::linear`] for a repacked Q8_0 / Q4_K matrix (`linear_q8_0_r`,
     /// `linear_q4_k_r`); shapes already checked.
     fn linear_repacked(
@@ -374,17 +385,7 @@ impl CudaDevice {
         };
         let m1 = if m == 1 { "_m1" } else { "" };
         let f = self.function("linear.cu", &format!("{func}{m1}"))?;
-        let warps = self.define("LIN_WARPS", 4);
-        let tokens = if m == 1 {
-            1
-        } else {
-            self.define("LIN_TOKENS", 8)
-        };
-        let cfg = LaunchConfig {
-            grid_dim: ((r as u32).div_ceil(warps), (m as u32).div_ceil(tokens), 1),
-            block_dim: (32 * warps, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = self.linear_grid(m, r);
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let canary = i32::from(split_canary);
         let null = 0u64;
@@ -436,7 +437,13 @@ pub struct KvIndex {
     pub slots: CudaSlice<u32>,
     pub row_tab: CudaSlice<u32>,
     pub tables: CudaSlice<u32>,
+    /// `pos` on the host (sizes the split-parallel attention's grid).
+    pub host_pos: Vec<u32>,
 }
+
+/// Bytes of split partials the split-parallel attention may use in one launch; beyond that the
+/// splits run one after another inside each block (same results either way).
+const ATTN_PART_BYTES: usize = 64 << 20;
 
 impl CudaDevice {
     /// Writes each row's K and V (`[rows, width]` f32, width = n_kv_heads * head_dim) into its
@@ -503,6 +510,30 @@ impl CudaDevice {
         window: Option<usize>,
         scale: f32,
     ) -> Result<()> {
+        self.attention_path(
+            q, kc, vc, out, idx, heads, block_size, window, scale, None,
+        )
+    }
+
+    /// [`CudaDevice::attention`] with the path chosen by the caller: `Some(true)` computes a
+    /// row's KV splits in parallel blocks and merges them in a second kernel
+    /// (`attn_split_f32` + `attn_combine_f32`), `Some(false)` walks them inside one block
+    /// (`attn_paged_f32`), `None` picks the parallel path when a row has several splits and the
+    /// partials fit in 64 MiB. Both give bit-identical results (the self-check compares them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_path(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        heads: (usize, usize, usize),
+        block_size: usize,
+        window: Option<usize>,
+        scale: f32,
+        split_parallel: Option<bool>,
+    ) -> Result<()> {
         let (nh, nkv, hd) = heads;
         let rows = idx.pos.len();
         let split = self.define("ATTN_SPLIT", 256) as usize;
@@ -511,7 +542,8 @@ impl CudaDevice {
                 && out.len() == q.len()
                 && hd <= split
                 && nkv > 0
-                && nh.is_multiple_of(nkv),
+                && nh.is_multiple_of(nkv)
+                && idx.host_pos.len() == rows,
             || {
                 format!(
                     "attention: q {} for {rows} x {nh} x {hd} (nkv {nkv})",
@@ -519,6 +551,21 @@ impl CudaDevice {
                 )
             },
         )?;
+        let w = window.unwrap_or(0);
+        let nz = idx
+            .host_pos
+            .iter()
+            .map(|&p| {
+                let p = p as usize;
+                let lo = if w > 0 { (p + 1).saturating_sub(w) } else { 0 };
+                p / split - lo / split + 1
+            })
+            .max()
+            .unwrap_or(1);
+        let part_bytes = rows * nh * nz * (hd + 2) * 4;
+        if split_parallel.unwrap_or(nz > 1 && part_bytes <= ATTN_PART_BYTES) {
+            return self.attention_split(q, kc, vc, out, idx, heads, block_size, w, scale, nz);
+        }
         let f = self.function("attention.cu", "attn_paged_f32")?;
         let cfg = LaunchConfig {
             grid_dim: (rows as u32, nh as u32, 1),
@@ -544,6 +591,70 @@ impl CudaDevice {
             .arg(&scale);
         // SAFETY: signature matches; shapes checked above; block tables cover every position
         // (the backend checks before launching).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// The split-parallel path of [`CudaDevice::attention_path`]; shapes already checked.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_split(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        (nh, nkv, hd): (usize, usize, usize),
+        block_size: usize,
+        window: usize,
+        scale: f32,
+        nz: usize,
+    ) -> Result<()> {
+        let rows = idx.pos.len();
+        let split = self.define("ATTN_SPLIT", 256);
+        let mut part = self.alloc::<f32>(rows * nh * nz * (hd + 2))?;
+        let (nhi, nkvi, hdi, nzi) = (nh as i32, nkv as i32, hd as i32, nz as i32);
+        let bs = i32_of(block_size, "block_size")?;
+        let win = i32_of(window, "window")?;
+        let f = self.function("attention.cu", "attn_split_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, nz as u32),
+            block_dim: (split, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(&mut part)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&bs)
+            .arg(&win)
+            .arg(&scale)
+            .arg(&nzi);
+        // SAFETY: signature matches; part holds rows × nh × nz × (hd + 2) floats; block tables
+        // cover every position (the backend checks before launching).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        let f = self.function("attention.cu", "attn_combine_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, 1),
+            block_dim: ((hd as u32).div_ceil(32) * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&part)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&nhi)
+            .arg(&hdi)
+            .arg(&win)
+            .arg(&nzi);
+        // SAFETY: signature matches; part was written above for every split a row has.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }

@@ -51,10 +51,10 @@ const ALL_DTYPES: [DType; 10] = [
 ];
 
 /// Deterministic inputs (splitmix64), so a failure reproduces.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -62,17 +62,17 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in [lo, hi).
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+    pub(crate) fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
         lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
     }
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    pub(crate) fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
         (0..n).map(|_| self.uniform(lo, hi)).collect()
     }
 }
 
 /// Random weights `[rows, cols]` of `dtype` as raw bytes (any format; quantized blocks get
 /// random codes and scales in [0.002, 0.02)).
-fn random_weights(rng: &mut Rng, dtype: DType, rows: usize, cols: usize) -> Vec<u8> {
+pub(crate) fn random_weights(rng: &mut Rng, dtype: DType, rows: usize, cols: usize) -> Vec<u8> {
     let n = rows * cols;
     match dtype {
         DType::F32 => rng
@@ -404,7 +404,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let s = dev.stream();
         let kd = s.clone_htod(&kc).map_err(drv)?;
         let vd = s.clone_htod(&vc).map_err(drv)?;
-        let run = |rows: &[usize]| -> Result<Vec<f32>> {
+        let run = |rows: &[usize], parallel: bool| -> Result<Vec<f32>> {
             let qs: Vec<f32> = rows
                 .iter()
                 .flat_map(|&r| q[r * nh * hd..(r + 1) * nh * hd].iter().copied())
@@ -421,10 +421,11 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 slots: s.clone_htod(&vec![0u32; rows.len()]).map_err(drv)?,
                 row_tab: s.clone_htod(&vec![0u32; rows.len()]).map_err(drv)?,
                 tables: s.clone_htod(&table).map_err(drv)?,
+                host_pos: rows.iter().map(|&r| positions[r] as u32).collect(),
             };
             let qd = s.clone_htod(&qs).map_err(drv)?;
             let mut od = s.alloc_zeros::<f32>(qs.len()).map_err(drv)?;
-            dev.attention(
+            dev.attention_path(
                 &qd,
                 &kd,
                 &vd,
@@ -434,12 +435,14 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 bs,
                 window,
                 scale,
+                Some(parallel),
             )?;
             s.clone_dtoh(&od).map_err(drv)
         };
         let all: Vec<usize> = (0..positions.len()).collect();
-        let gpu = run(&all)?;
-        let alone = run(&[positions.len() - 1])?;
+        // All rows through the one-block path; the last row alone through the split-parallel one.
+        let gpu = run(&all, false)?;
+        let alone = run(&[positions.len() - 1], true)?;
         let last = &gpu[(positions.len() - 1) * nh * hd..];
         let ident = alone
             .iter()
@@ -448,7 +451,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
         out.push(CheckRow {
-            op: "attn_paged_f32".into(),
+            op: "attn_paged+split_f32".into(),
             case: format!("hd={hd} nh={nh} nkv={nkv} win={window:?} pos≤699"),
             max_abs_diff: d,
             tolerance: "1e-5 abs".into(),

@@ -1,0 +1,115 @@
+//! Kernel micro-benchmarks (device events, no model file): the linear kernels at the
+//! Llama-3.1-8B shapes in the formats the speed targets name, so a kernel change can be judged
+//! by its achieved bandwidth before a whole decode step is timed. Weights are random (never
+//! zeros: they can run faster than real data) and rotate over enough copies to exceed the L2
+//! cache, so every launch reads its weights from device memory.
+
+use super::ops::DevMatrix;
+use super::selfcheck::{random_weights, Rng};
+use super::{drv, CudaDevice};
+use crate::error::Result;
+use crate::quant::DType;
+
+/// One timed kernel configuration.
+#[derive(Debug, Clone)]
+pub struct KernelTiming {
+    /// Kernel family and weight format (`linear bf16`).
+    pub op: String,
+    /// `[rows, cols]` of the weight matrix and its role in the 8B model.
+    pub shape: String,
+    /// Tokens per launch.
+    pub m: usize,
+    /// Microseconds per launch: median, min and max over the timed batches.
+    pub us: [f64; 3],
+    /// Bytes of weights one launch reads.
+    pub bytes: usize,
+}
+
+impl KernelTiming {
+    /// Achieved bandwidth at the median, GB/s (weight bytes only).
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 / self.us[0] / 1e3
+    }
+}
+
+/// The Llama-3.1-8B linear shapes `[rows, cols]`, with the role of each.
+pub const LLAMA_8B_LINEARS: [(usize, usize, &str); 4] = [
+    (4096, 4096, "q/o"),
+    (1024, 4096, "k/v"),
+    (14336, 4096, "gate/up"),
+    (4096, 14336, "down"),
+];
+
+/// Times `linear` for each format in `dtypes`, shape in `shapes` and token count in `ms`:
+/// `batches` timed batches of 20 launches each (after 3 warm-up launches), weights rotating over
+/// copies totalling at least 256 MiB. Errors: out of device memory, a launch failure.
+pub fn bench_linear(
+    dev: &CudaDevice,
+    dtypes: &[DType],
+    shapes: &[(usize, usize, &str)],
+    ms: &[usize],
+    batches: usize,
+) -> Result<Vec<KernelTiming>> {
+    let mut rng = Rng(0x6b62_656e_6368);
+    let mut out = Vec::new();
+    for &dtype in dtypes {
+        for &(rows, cols, role) in shapes {
+            let raw = random_weights(&mut rng, dtype, rows, cols);
+            let copies = (256usize << 20).div_ceil(raw.len()).max(2);
+            let mats: Vec<DevMatrix> = (0..copies)
+                .map(|_| DevMatrix::upload_repacked(dev, &raw, dtype, rows, cols, None))
+                .collect::<Result<_>>()?;
+            for &m in ms {
+                let x = dev.upload(&rng.vec(m * cols, -1.0, 1.0))?;
+                let mut y = dev.alloc::<f32>(m * rows)?;
+                for w in mats.iter().take(3) {
+                    dev.linear(&x, w, &mut y, false)?;
+                }
+                let mut times = Vec::with_capacity(batches);
+                let ctx = dev.context();
+                let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+                for b in 0..batches.max(1) {
+                    let start = ctx.new_event(timing).map_err(drv)?;
+                    let end = ctx.new_event(timing).map_err(drv)?;
+                    start.record(dev.stream()).map_err(drv)?;
+                    for i in 0..20 {
+                        dev.linear(&x, &mats[(b * 20 + i) % copies], &mut y, false)?;
+                    }
+                    end.record(dev.stream()).map_err(drv)?;
+                    times.push(start.elapsed_ms(&end).map_err(drv)? as f64 * 1e3 / 20.0);
+                }
+                times.sort_by(f64::total_cmp);
+                out.push(KernelTiming {
+                    op: format!("linear {}", dtype.name()),
+                    shape: format!("[{rows}, {cols}] {role}"),
+                    m,
+                    us: [times[times.len() / 2], times[0], times[times.len() - 1]],
+                    bytes: mats[0].data.len() + mats[0].aux.as_ref().map_or(0, |a| a.len()),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The timings as a table, with the fraction of `copy_gbps` each one reaches.
+pub fn render(rows: &[KernelTiming], copy_gbps: f64) -> String {
+    let mut s = format!(
+        "{:<14} {:<24} {:>4} {:>9} {:>9} {:>9} {:>8} {:>6}\n",
+        "kernel", "shape", "M", "µs", "min", "max", "GB/s", "of bw"
+    );
+    for r in rows {
+        s += &format!(
+            "{:<14} {:<24} {:>4} {:>9.2} {:>9.2} {:>9.2} {:>8.0} {:>5.0}%\n",
+            r.op,
+            r.shape,
+            r.m,
+            r.us[0],
+            r.us[1],
+            r.us[2],
+            r.gbps(),
+            100.0 * r.gbps() / copy_gbps
+        );
+    }
+    s
+}
