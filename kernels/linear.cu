@@ -216,6 +216,20 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 // every arithmetic step are those of `linear_impl` above, so results are bit-identical to the raw
 // layout; only the loads differ (16-byte vector loads).
 
+// Integer-to-float conversions by the 2^23 trick (one byte permute or OR, one add: full-rate ALU
+// instead of the quarter-rate I2F); exact, so the values are those of a (float) cast.
+// Byte `i` of `w` as a signed int8, as f32.
+__device__ __forceinline__ float i8_to_f32_exact(u32 w, int i) {
+    // 0x4B0000uu with uu = the byte + 128 (flip its sign bit): the float 2^23 + byte + 128.
+    const u32 bits = __byte_perm(w ^ 0x80808080u, 0x4B000000u, (u32)i | 0x7440u);
+    return __fsub_rn(__uint_as_float(bits), 8388736.0f);
+}
+
+// `v` < 2^23 as f32.
+__device__ __forceinline__ float u_to_f32_exact(u32 v) {
+    return __fsub_rn(__uint_as_float(0x4B000000u | v), 8388608.0f);
+}
+
 // Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); d = [R][K/32] f16 bits.
 template <int TOK, int ROWS>
 __device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* dsc, const float* bias,
@@ -227,7 +241,7 @@ __device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, 
         const float d = f16_bits_to_f32(dsc[(size_t)r * (K / 32) + u]);
         const u32 words[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
 #pragma unroll
-        for (int i = 0; i < 32; ++i) wv[i] = __fmul_rn((float)(i8)((words[i >> 2] >> (8 * (i & 3))) & 0xff), d);
+        for (int i = 0; i < 32; ++i) wv[i] = __fmul_rn(i8_to_f32_exact(words[i >> 2], i & 3), d);
     });
 }
 
@@ -264,8 +278,8 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
         const int shift = 4 * (j & 1);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-            const int v = (((words[i >> 2] >> (8 * (i & 3))) & 0xff) >> shift) & 0x0f;
-            wv[i] = __fsub_rn(__fmul_rn(dl, (float)v), ml);
+            const u32 v = (words[i >> 2] >> (8 * (i & 3) + shift)) & 0x0fu;
+            wv[i] = __fsub_rn(__fmul_rn(dl, u_to_f32_exact(v)), ml);
         }
     });
 }

@@ -6,7 +6,7 @@
 #include "common.cuh"
 
 #ifndef NORM_THREADS
-#define NORM_THREADS 256
+#define NORM_THREADS 1024
 #endif
 
 // h = x + residual (when `residual` is non-null; h is written back to `residual`), then
