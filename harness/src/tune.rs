@@ -2,8 +2,10 @@
 //! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
 //! (DESIGN.md §4). What it sweeps:
 //!
-//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_WARPS`, `LIN_ROWS_M1` (decode tok/s, bs=1) and `ATTN_SPLIT`
-//!   (decode tok/s at a 2,048-token depth), one at a time with the others at their best so far.
+//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_ROWS` (TTFT of a 512-token prompt), `LIN_WARPS`,
+//!   `LIN_ROWS_M1` (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth),
+//!   one at a time with the others at their kept values; a knob keeps its default unless a
+//!   candidate beats it beyond the measured spread.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
 //!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
@@ -246,13 +248,16 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     let mut kernel_vals = BTreeMap::new();
     let mut defines: BTreeMap<String, String> = BTreeMap::new();
     if args.what.iter().any(|w| w == "kernels") && cuda {
-        let sweeps: [(&str, &[u32], usize); 4] = [
-            ("LIN_TOKENS", &[4, 8, 16], 128),
-            ("LIN_WARPS", &[2, 4, 8], 128),
-            ("LIN_ROWS_M1", &[1, 2, 4], 128),
-            ("ATTN_SPLIT", &[128, 256, 512], 2048),
+        // (define, candidates, the kernel's own default, what is measured: Some(depth) = decode
+        // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 5] = [
+            ("LIN_TOKENS", &[4, 8, 16], 8, None),
+            ("LIN_ROWS", &[1, 2], 1, None),
+            ("LIN_WARPS", &[2, 4, 8], 4, Some(128)),
+            ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128)),
+            ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048)),
         ];
-        for (name, cands, depth) in sweeps {
+        for (name, cands, default, depth) in sweeps {
             let mut results = Vec::new();
             for &v in cands
                 .iter()
@@ -260,31 +265,68 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             {
                 let mut d = defines.clone();
                 d.insert(name.into(), v.to_string());
-                let blocks = (depth + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
+                let positions = depth.unwrap_or(512) + args.new_tokens;
+                let blocks = positions.div_ceil(cfg.kv_block_size) + 4;
                 let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
-                let s = decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps)?;
-                eprintln!("  {name}={v}: {:.1} tok/s", stats(&s).0);
+                let s = match depth {
+                    Some(depth) => decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps)?,
+                    None => ttft_ms(&mut e, vocab, 512, reps)?,
+                };
+                eprintln!(
+                    "  {name}={v}: {:.1} {}",
+                    stats(&s).0,
+                    if depth.is_some() { "tok/s" } else { "ms TTFT" }
+                );
                 results.push((v, s));
             }
+            // Higher is better: tok/s, or minus the TTFT.
+            let score = |s: &[f64]| {
+                let (med, lo, hi) = stats(s);
+                if depth.is_some() {
+                    (med, lo, hi)
+                } else {
+                    (-med, -hi, -lo)
+                }
+            };
             let best = results
                 .iter()
-                .max_by(|a, b| stats(&a.1).0.total_cmp(&stats(&b.1).0))
+                .max_by(|a, b| score(&a.1).0.total_cmp(&score(&b.1).0))
                 .context("no candidate")?;
-            defines.insert(name.into(), best.0.to_string());
+            // The default stays unless the best beats it beyond the measured spread (its worst
+            // run above the default's best run).
+            let kept = match results.iter().find(|r| r.0 == default) {
+                Some(def) if score(&best.1).1 <= score(&def.1).2 => def,
+                _ => best,
+            };
+            defines.insert(name.into(), kept.0.to_string());
             let cands = results
                 .iter()
                 .map(|(v, s)| (toml::Value::Integer(*v as i64), stats(s).0))
                 .collect();
-            kernel_vals.insert(
-                name.to_string(),
-                tuned(
-                    toml::Value::Integer(best.0 as i64),
+            let (metric, unit) = match depth {
+                Some(depth) => (
                     format!(
-                        "decode tok/s, bs=1, depth {depth}, {} new tokens",
+                        "decode tok/s, bs=1, depth {depth}, {} new tokens; the default ({default}) \
+                         stays unless beaten beyond the spread",
                         args.new_tokens
                     ),
                     "tok/s",
-                    &best.1,
+                ),
+                None => (
+                    format!(
+                        "TTFT of a 512-token prompt; the default ({default}) stays unless beaten \
+                         beyond the spread"
+                    ),
+                    "ms",
+                ),
+            };
+            kernel_vals.insert(
+                name.to_string(),
+                tuned(
+                    toml::Value::Integer(kept.0 as i64),
+                    metric,
+                    unit,
+                    &kept.1,
                     cands,
                 ),
             );
