@@ -122,6 +122,24 @@ fn accumulate(lanes: &mut [f32; 8], a: &[f32], b: &[f32]) {
     }
 }
 
+/// [`accumulate`] for two tokens sharing the weights `w`: the same per-lane operations, in the
+/// same order, for each.
+#[inline(always)]
+fn accumulate2(l0: &mut [f32; 8], l1: &mut [f32; 8], w: &[f32], a: &[f32], b: &[f32]) {
+    let (cw, ca, cb) = (w.chunks_exact(8), a.chunks_exact(8), b.chunks_exact(8));
+    let (rw, ra, rb) = (cw.remainder(), ca.remainder(), cb.remainder());
+    for ((cw, ca), cb) in cw.zip(ca).zip(cb) {
+        for l in 0..8 {
+            l0[l] += cw[l] * ca[l];
+            l1[l] += cw[l] * cb[l];
+        }
+    }
+    for (l, ((w, x), y)) in rw.iter().zip(ra).zip(rb).enumerate() {
+        l0[l] += w * x;
+        l1[l] += w * y;
+    }
+}
+
 #[inline(always)]
 fn combine(l: &[f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
@@ -195,8 +213,17 @@ impl BlockMatrix {
                 let src = &row[k / be * bb..(k + len) / be * bb];
                 dequantize_row(self.dtype, src, &mut buf[..len]);
                 let w = &buf[..len];
-                // k is a multiple of CHUNK (so of 8): lane = (k + j) mod 8 = j mod 8.
-                for (t, l) in lanes.iter_mut().enumerate() {
+                // k is a multiple of CHUNK (so of 8): lane = (k + j) mod 8 = j mod 8. Tokens go in
+                // pairs so each dequantized weight load serves two; every token's lanes see the
+                // same operations in the same order either way.
+                let mut pairs = lanes.chunks_exact_mut(2);
+                for (p, l) in pairs.by_ref().enumerate() {
+                    let (a, b) = (2 * p * cols + k, (2 * p + 1) * cols + k);
+                    let (l0, l1) = l.split_at_mut(1);
+                    accumulate2(&mut l0[0], &mut l1[0], w, &x[a..a + len], &x[b..b + len]);
+                }
+                if let [l] = pairs.into_remainder() {
+                    let t = t_count - 1;
                     accumulate(l, w, &x[t * cols + k..t * cols + k + len]);
                 }
                 k += len;

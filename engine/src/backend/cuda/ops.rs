@@ -510,9 +510,7 @@ impl CudaDevice {
         window: Option<usize>,
         scale: f32,
     ) -> Result<()> {
-        self.attention_path(
-            q, kc, vc, out, idx, heads, block_size, window, scale, None,
-        )
+        self.attention_path(q, kc, vc, out, idx, heads, block_size, window, scale, None)
     }
 
     /// [`CudaDevice::attention`] with the path chosen by the caller: `Some(true)` computes a
