@@ -6,9 +6,10 @@
 //
 // Reduction order (docs/DESIGN.md §3): a query row at position `pos` walks its keys in fixed
 // splits of ATTN_SPLIT positions aligned to multiples of ATTN_SPLIT (split s covers positions
-// s*ATTN_SPLIT ..), in increasing s. Within a split: scores by a sequential dot over head_dim,
-// the split's max (exact in any order), exp, the split's sum by block_sum's fixed tree, and the
-// weighted V sum sequential in position. Splits are merged in increasing s with the usual
+// s*ATTN_SPLIT ..), in increasing s. Within a split (attn_split_partial below): scores by
+// lane-strided dots over head_dim and a warp_sum, the split's max (exact in any order), exp, the
+// split's sum by block_sum's fixed tree, and the weighted V sum in fixed position groups added
+// in a fixed order. Splits are merged in increasing s with the usual
 // online-softmax rescaling (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022). Nothing
 // depends on how many query rows the pass holds or who else is in it.
 #include "common.cuh"

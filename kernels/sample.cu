@@ -273,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 
     // 3. Sort keys of the valid tokens (any order), when the draw or the top list needs them.
     u32 n_valid = 0;
-    const bool sampling = temperature > 0.0f && any_valid;
+    const bool sampling = temperature > 0.0f && any_valid && isfinite(__fdiv_rn(bv, temperature));
     if (sampling || n_top > 0) {
         if (threadIdx.x == 0) sh.count = 0;
         __syncthreads();
@@ -290,8 +290,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     u32 token;
     if (temperature == 0.0f) {
         token = (u32)bi;
-    } else if (!any_valid) {
-        token = 0;
+    } else if (!any_valid || !isfinite(__fdiv_rn(bv, temperature))) {
+        // No weight can be formed (select.rs `draw`): the greedy choice.
+        token = (u32)bi;
     } else {
         const float t = temperature;
         const float m = __fdiv_rn(bv, t);

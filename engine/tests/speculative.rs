@@ -167,3 +167,53 @@ fn layer_skip_and_batched_speculation_equal_plain_decode() {
         }
     }
 }
+
+/// n > 1 with a drafter that always drafts, on a one-token prompt: the step that ends the prompt
+/// must still start the other choices (it decodes plainly), and every choice must finish with
+/// the same tokens as a plain request with that choice's seed stream.
+#[test]
+fn forked_choices_start_when_the_prompt_could_speculate() {
+    let model = smol().model.clone();
+    let h = SchedulerHandle::spawn_with_draft(
+        Box::new(move || Ok(Box::new(CpuBackend::new(model, 64, 16)) as _)),
+        None,
+        SchedulerConfig::default(),
+    )
+    .unwrap();
+    let prompt = smol().tokenizer.encode("Hi", false).unwrap();
+    assert_eq!(prompt.len(), 1, "a one-token prompt");
+    let submit = |id: u64, n: u32, spec: Option<SpecParams>| {
+        let (tx, rx) = channel();
+        h.submit(Submit {
+            id,
+            prompt: prompt.clone(),
+            params: seeded(),
+            max_tokens: 6,
+            stop_ids: vec![],
+            n,
+            logprobs: None,
+            tenant: "t".into(),
+            return_logits: false,
+            spec,
+            events: Box::new(move |e| tx.send(e).is_ok()),
+        })
+        .unwrap();
+        rx
+    };
+    let collect = |rx: Receiver<Event>, n: usize| {
+        let mut by_choice = vec![Vec::new(); n];
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)).expect("no hang") {
+                Event::Token { choice, token, .. } => by_choice[choice as usize].push(token),
+                Event::Done => return by_choice,
+                Event::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+    };
+    let spec = SpecParams::parse("layerskip:2", 3).unwrap();
+    let forked = collect(submit(1, 2, Some(spec)), 2);
+    let plain = collect(submit(2, 2, None), 2);
+    assert_eq!(forked, plain);
+    assert!(forked.iter().all(|c| c.len() == 6), "{forked:?}");
+}

@@ -112,7 +112,9 @@ pub fn pick(row: &[f32], pick: &crate::backend::Pick<'_>) -> crate::backend::Pic
     let token = choose(&l, pick.params, pick.sequence, pick.position);
     crate::backend::Picked {
         token,
-        logprob: pick.logprobs.map(|k| logprobs(&l, token, k)),
+        logprob: pick
+            .logprobs
+            .map(|k| logprobs(&l, token, k.min(crate::backend::MAX_TOP_LOGPROBS))),
         logits: pick.want_logits.then(|| row.to_vec()),
     }
 }

@@ -112,7 +112,9 @@ fn boundary(mut c: &mut [Cand], mut target: u64, w: impl Fn(&Cand) -> u64) -> u6
 }
 
 /// The tokens top-k, top-p and min-p keep from processed logits `l` at `temperature > 0`, as
-/// (sort key, e) pairs in no particular order. Empty only when every logit is NaN.
+/// (sort key, e) pairs in no particular order. Empty when every logit is NaN or when
+/// `max / temperature` is not finite (an infinite logit, or a temperature so small the quotient
+/// overflows): the weights would all be 0 then.
 fn candidates(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32) -> Vec<Cand> {
     let mut vmax = f32::NEG_INFINITY;
     let mut any = false;
@@ -122,10 +124,10 @@ fn candidates(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32)
             any = true;
         }
     }
-    if !any {
+    let m = vmax / temperature;
+    if !any || !m.is_finite() {
         return Vec::new();
     }
-    let m = vmax / temperature;
     let mut c: Vec<Cand> = l
         .iter()
         .enumerate()
@@ -152,11 +154,12 @@ fn candidates(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32)
 }
 
 /// The seeded draw from processed logits `l` (one row of `vocab` f32) at `temperature > 0`,
-/// with the 24-bit random `r24`. Returns 0 when every logit is NaN.
+/// with the 24-bit random `r24`. When no weight can be formed (every logit NaN, or
+/// `max / temperature` not finite) it is the greedy choice, [`super::argmax`].
 pub fn draw(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32, r24: u32) -> u32 {
     let mut c = candidates(l, temperature, top_k, top_p, min_p);
     if c.is_empty() {
-        return 0;
+        return super::argmax(l);
     }
     let s: u64 = c.iter().map(|x| weight(x.e)).sum();
     let target = ((s as u128 * (r24 & 0xFF_FFFF) as u128) >> 24) as u64;
@@ -292,7 +295,14 @@ mod tests {
         // r = 0 draws the first kept token; the largest r the last one.
         assert_eq!(draw(&l, 1.0, 0, 1.0, 0.0, 0), 0);
         assert_eq!(draw(&l, 1.0, 3, 1.0, 0.0, 0xFF_FFFF), 2);
-        assert_eq!(draw(&[f32::NAN, f32::NAN], 1.0, 0, 1.0, 0.0, 5), 0);
+        // No weights can be formed: the greedy choice (argmax's rule: all NaN -> the last index).
+        assert_eq!(draw(&[f32::NAN, f32::NAN], 1.0, 0, 1.0, 0.0, 5), 1);
+        assert_eq!(draw(&[1.0, f32::INFINITY, 2.0], 1.0, 0, 0.9, 0.0, 5), 1);
+        assert_eq!(draw(&[1.0, 3.0, 2.0], 1e-40, 0, 1.0, 0.0, 0xFF_FFFF), 1);
+        assert_eq!(
+            kept(&[1.0, 3.0, 2.0], 1e-40, 0, 1.0, 0.0),
+            Vec::<u32>::new()
+        );
         assert_eq!(top_n(&[1.0, 3.0, f32::NAN, 3.0, 2.0], 3), vec![1, 3, 4]);
     }
 }

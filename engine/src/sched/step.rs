@@ -32,6 +32,11 @@ impl Core {
         if s.tokens.len() - s.computed != 1 || self.running.len() > self.cfg.spec_max_running {
             return (0, None);
         }
+        // The step that ends choice 0's prompt also starts the other choices (`fork_choices`),
+        // which only a plain row does.
+        if s.choice == 0 && s.tokens.len() == s.prompt_len && self.reqs[&s.req].s.n > 1 {
+            return (0, None);
+        }
         if s.accept_rate < self.cfg.spec_min_acceptance && s.spec_pause > 0 {
             self.running[i].spec_pause -= 1;
             return (0, None);
@@ -45,6 +50,17 @@ impl Core {
 
     pub(super) fn step(&mut self) -> Result<()> {
         self.admit();
+        // A sequence whose request is gone is released (drop_request removes both together, so
+        // this is only a safety net: such a sequence could not be picked for).
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.reqs.contains_key(&self.running[i].req) {
+                i += 1;
+            } else {
+                let mut s = self.running.swap_remove(i);
+                self.release(&mut s);
+            }
+        }
         // Forked choices sample from the prompt's logits first.
         let mut i = 0;
         while i < self.running.len() {
