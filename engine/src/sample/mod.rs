@@ -103,18 +103,27 @@ pub fn sample(
 /// Chooses a token for `pick` from its raw logits row `row` on the host: edits (penalties and
 /// bias), then [`choose`], then [`logprobs`] when asked.
 pub fn pick(row: &[f32], pick: &crate::backend::Pick<'_>) -> crate::backend::Picked {
-    let mut l = row.to_vec();
-    for e in edits(pick.params, pick.prompt, pick.output, pick.extra) {
-        if let Some(v) = l.get_mut(e.id as usize) {
-            *v = e.apply(*v);
+    let ed = edits(pick.params, pick.prompt, pick.output, pick.extra);
+    // The row is copied only when something edits it.
+    let edited;
+    let l: &[f32] = if ed.is_empty() {
+        row
+    } else {
+        let mut v = row.to_vec();
+        for e in ed {
+            if let Some(x) = v.get_mut(e.id as usize) {
+                *x = e.apply(*x);
+            }
         }
-    }
-    let token = choose(&l, pick.params, pick.sequence, pick.position);
+        edited = v;
+        &edited
+    };
+    let token = choose(l, pick.params, pick.sequence, pick.position);
     crate::backend::Picked {
         token,
         logprob: pick
             .logprobs
-            .map(|k| logprobs(&l, token, k.min(crate::backend::MAX_TOP_LOGPROBS))),
+            .map(|k| logprobs(l, token, k.min(crate::backend::MAX_TOP_LOGPROBS))),
         logits: pick.want_logits.then(|| row.to_vec()),
     }
 }
