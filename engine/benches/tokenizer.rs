@@ -7,7 +7,8 @@
 //!
 //! `cargo bench -p memra-engine --bench tokenizer -- --quick`
 
-mod common;
+#[path = "../tests/common/mod.rs"]
+mod test_common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use memra_engine::tokenizer::Tokenizer;
@@ -37,7 +38,7 @@ fn mixed() -> String {
 
 fn load() -> Option<(String, Arc<Tokenizer>, tempfile::TempDir)> {
     let dir = tempfile::tempdir().ok()?;
-    if let Some(p) = common::cached_model("smollm2-135m-instruct") {
+    if let Some(p) = test_common::cached_model("smollm2-135m-instruct") {
         match memra_engine::loader::load(&p) {
             Ok(m) => return Some(("smollm2".into(), m.tokenizer, dir)),
             Err(e) => eprintln!(
@@ -51,7 +52,7 @@ fn load() -> Option<(String, Arc<Tokenizer>, tempfile::TempDir)> {
              benchmarking the tiny fixture tokenizer instead"
         );
     }
-    let fixture = common::repo().join("gates/oracle/fixtures/tiny_bpe_tokenizer.json");
+    let fixture = test_common::repo().join("gates/oracle/fixtures/tiny_bpe_tokenizer.json");
     std::fs::copy(&fixture, dir.path().join("tokenizer.json")).ok()?;
     match Tokenizer::from_hf_dir(dir.path()) {
         Ok(t) => Some(("tiny-fixture".into(), Arc::new(t), dir)),

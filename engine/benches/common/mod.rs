@@ -1,7 +1,6 @@
-//! Shared by the CPU benches: deterministic data and the path of the cached SmolLM2 file.
+//! Shared by the CPU benches: deterministic data. (Model and repository paths come from the
+//! tests' helpers, engine/tests/common.)
 #![allow(dead_code)]
-
-use std::path::PathBuf;
 
 /// splitmix64: a tiny deterministic generator, so every run measures the same data.
 pub struct Rng(u64);
@@ -25,18 +24,4 @@ impl Rng {
     pub fn normal(&mut self) -> f32 {
         (self.sym() + self.sym() + self.sym() + self.sym()) * 0.866
     }
-}
-
-/// The cached GGUF of a catalog model (`$MEMRA_CACHE_DIR` or `~/.cache/memra`), if pulled.
-pub fn cached_model(name: &str) -> Option<PathBuf> {
-    let cache = std::env::var_os("MEMRA_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memra")))?;
-    let p = cache.join("models").join(name).join(format!("{name}.gguf"));
-    p.exists().then_some(p)
-}
-
-/// Repository root.
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

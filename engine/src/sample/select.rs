@@ -78,6 +78,18 @@ struct Cand {
     e: f32,
 }
 
+/// Every valid (non-NaN) token of `l` with its sort key and `e(logit)`.
+fn keyed(l: &[f32], e: impl Fn(f32) -> f32) -> Vec<Cand> {
+    l.iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_nan())
+        .map(|(i, &v)| Cand {
+            key: sort_key(v, i as u32),
+            e: e(v),
+        })
+        .collect()
+}
+
 /// The key of the element at which the running weight, taken in descending key order, first
 /// exceeds `target`. `c` is reordered. Needs `target < Σ w`.
 fn boundary(mut c: &mut [Cand], mut target: u64, w: impl Fn(&Cand) -> u64) -> u64 {
@@ -128,15 +140,7 @@ fn candidates(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32)
     if !any || !m.is_finite() {
         return Vec::new();
     }
-    let mut c: Vec<Cand> = l
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .map(|(i, &v)| Cand {
-            key: sort_key(v, i as u32),
-            e: exp_det(v / temperature - m),
-        })
-        .collect();
+    let mut c = keyed(l, |v| exp_det(v / temperature - m));
     if top_k > 0 && top_k < c.len() {
         let kk = boundary(&mut c, top_k as u64 - 1, |_| 1);
         c.retain(|x| x.key >= kk);
@@ -175,15 +179,7 @@ pub fn kept(l: &[f32], temperature: f32, top_k: usize, top_p: f32, min_p: f32) -
 
 /// The `n` most likely valid tokens of `l`, most likely first (lower id first on ties).
 pub fn top_n(l: &[f32], n: usize) -> Vec<u32> {
-    let mut c: Vec<Cand> = l
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .map(|(i, &v)| Cand {
-            key: sort_key(v, i as u32),
-            e: 0.0,
-        })
-        .collect();
+    let mut c = keyed(l, |_| 0.0);
     if n == 0 || c.is_empty() {
         return Vec::new();
     }

@@ -15,22 +15,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Path of a pulled catalog model. Looks in `$MEMRA_CACHE_DIR` (as `memra pull` does), then
-/// `~/.cache/memra`. Panics with the command to run when it is missing: a test that silently
-/// skips cannot fail.
-pub fn model_path(name: &str) -> PathBuf {
+/// Path of a pulled catalog model, if it is there: `$MEMRA_CACHE_DIR` (as `memra pull` uses),
+/// else `~/.cache/memra`. The tests' and the benches' one place for it.
+pub fn cached_model(name: &str) -> Option<PathBuf> {
     let cache = std::env::var_os("MEMRA_CACHE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memra")
-        });
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memra")))?;
     let p = cache.join("models").join(name).join(format!("{name}.gguf"));
-    assert!(
-        p.exists(),
-        "{} is missing: run `memra pull {name}` (or set MEMRA_CACHE_DIR)",
-        p.display()
-    );
-    p
+    p.exists().then_some(p)
+}
+
+/// [`cached_model`], panicking with the command to run when it is missing: a test that silently
+/// skips cannot fail.
+pub fn model_path(name: &str) -> PathBuf {
+    cached_model(name).unwrap_or_else(|| {
+        panic!("{name} is not in the model cache: run `memra pull {name}` (or set MEMRA_CACHE_DIR)")
+    })
 }
 
 /// Reads a JSON file under the repository.

@@ -438,6 +438,7 @@ impl CudaBackend {
                 self.block_size,
                 window,
                 c.attn_scale,
+                None,
             )?;
             dev.linear(&attn, &l.wo, &mut o, canary)?;
             if let Some(g) = &l.post_attn_norm {

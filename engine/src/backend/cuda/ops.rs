@@ -496,30 +496,13 @@ impl CudaDevice {
     /// Attention of every query row over its paged KV (kernels/attention.cu):
     /// `q`, `out`: `[rows, heads, head_dim]` f32; `kc`/`vc`: one layer's cache; `window`: the
     /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
-    /// ATTN_SPLIT (default 256) positions, merged in a fixed order.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention(
-        &self,
-        q: &CudaSlice<f32>,
-        kc: &CudaSlice<f32>,
-        vc: &CudaSlice<f32>,
-        out: &mut CudaSlice<f32>,
-        idx: &KvIndex,
-        heads: (usize, usize, usize),
-        block_size: usize,
-        window: Option<usize>,
-        scale: f32,
-    ) -> Result<()> {
-        self.attention_path(q, kc, vc, out, idx, heads, block_size, window, scale, None)
-    }
-
-    /// [`CudaDevice::attention`] with the path chosen by the caller: `Some(true)` computes a
-    /// row's KV splits in parallel blocks and merges them in a second kernel
+    /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `split_parallel`:
+    /// `Some(true)` computes a row's KV splits in parallel blocks and merges them in a second kernel
     /// (`attn_split_f32` + `attn_combine_f32`), `Some(false)` walks them inside one block
     /// (`attn_paged_f32`), `None` picks the parallel path when a row has several splits and the
     /// partials fit in 64 MiB. Both give bit-identical results (the self-check compares them).
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_path(
+    pub fn attention(
         &self,
         q: &CudaSlice<f32>,
         kc: &CudaSlice<f32>,
@@ -593,7 +576,7 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// The split-parallel path of [`CudaDevice::attention_path`]; shapes already checked.
+    /// The split-parallel path of [`CudaDevice::attention`]; shapes already checked.
     #[allow(clippy::too_many_arguments)]
     fn attention_split(
         &self,

@@ -425,7 +425,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             };
             let qd = s.clone_htod(&qs).map_err(drv)?;
             let mut od = s.alloc_zeros::<f32>(qs.len()).map_err(drv)?;
-            dev.attention_path(
+            dev.attention(
                 &qd,
                 &kd,
                 &vd,
