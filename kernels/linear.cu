@@ -12,6 +12,22 @@
 // result is bit-identical for every M. No split-K — except in the canary below.
 #include "common.cuh"
 
+// Where row r of token t goes. The rows of a fused matrix (Q|K|V, gate|up: the matrices' rows
+// concatenated at upload) are split over up to three outputs: rows [0, r0) to y0 ([M, r0]),
+// [r0, r0 + r1) to y1 ([M, r1]), the rest to y2 ([M, R - r0 - r1]). An unfused matrix has r0 = R.
+// Each row is computed exactly as it would be alone.
+struct Outs {
+    float* y0;
+    float* y1;
+    float* y2;
+    int r0, r1, R;
+};
+__device__ __forceinline__ void store_out(const Outs& o, int t, int r, float v) {
+    if (r < o.r0) o.y0[(size_t)t * o.r0 + r] = v;
+    else if (r < o.r0 + o.r1) o.y1[(size_t)t * o.r1 + (r - o.r0)] = v;
+    else o.y2[(size_t)t * (o.R - o.r0 - o.r1) + (r - o.r0 - o.r1)] = v;
+}
+
 #ifndef LIN_WARPS
 #define LIN_WARPS 4
 #endif
@@ -34,7 +50,7 @@
 // Grid: (ceil(R / (LIN_WARPS * ROWS)), ceil(M / TOK)); block: (32 * LIN_WARPS).
 // The shared body: `load(r, u, wv)` writes the 32 weights of unit u of row r into wv.
 template <int TOK, int ROWS, class Load>
-__device__ __forceinline__ void linear_units(const float* x, const float* bias, float* y, int M, int K, int R,
+__device__ __forceinline__ void linear_units(const float* x, const float* bias, Outs y, int M, int K, int R,
                                              int split_canary, Load load) {
     const int lane = threadIdx.x & 31;
     const int r0 = (blockIdx.x * LIN_WARPS + (threadIdx.x >> 5)) * ROWS;
@@ -65,10 +81,10 @@ __device__ __forceinline__ void linear_units(const float* x, const float* bias, 
 #pragma unroll
                         for (int q = 0; q < 8; ++q) {
                             const float4 a = xr[q];
-                            s += wv[4 * q] * a.x;
-                            s += wv[4 * q + 1] * a.y;
-                            s += wv[4 * q + 2] * a.z;
-                            s += wv[4 * q + 3] * a.w;
+                            s = __fmaf_rn(wv[4 * q], a.x, s);
+                            s = __fmaf_rn(wv[4 * q + 1], a.y, s);
+                            s = __fmaf_rn(wv[4 * q + 2], a.z, s);
+                            s = __fmaf_rn(wv[4 * q + 3], a.w, s);
                         }
                         if (second) acc2[i][t] = s; else acc[i][t] = s;
                     }
@@ -85,13 +101,13 @@ __device__ __forceinline__ void linear_units(const float* x, const float* bias, 
             float v = warp_sum(acc[i][t]);
             if (split) v += warp_sum(acc2[i][t]);
             if (bias) v += b;
-            if (i < nr && t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
+            if (i < nr && t < mt && lane == 0) store_out(y, m0 + t, r, v);
         }
     }
 }
 
 template <int TOK, int ROWS, int F>
-__device__ __forceinline__ void linear_impl(const float* x, const u8* w, const float* bias, float* y, int M, int K,
+__device__ __forceinline__ void linear_impl(const float* x, const u8* w, const float* bias, Outs y, int M, int K,
                                             int R, long long row_bytes, int split_canary) {
     linear_units<TOK, ROWS>(x, bias, y, M, K, R, split_canary,
                  [&](int r, int u, float* wv) { dequant32<F>(w + (size_t)r * row_bytes, u, wv); });
@@ -102,7 +118,7 @@ __device__ __forceinline__ void linear_impl(const float* x, const u8* w, const f
 // then warp_sum, then the bias. Needs K % 8 == 0 and 16-byte aligned rows (K even suffices for
 // 2-byte elements when K % 8 == 0). Same grid as linear_impl.
 template <int TOK, int ROWS, int F>
-__device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, const float* bias, float* y, int M,
+__device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, const float* bias, Outs y, int M,
                                                  int K, int R, int split_canary) {
     const int lane = threadIdx.x & 31;
     const int r0 = (blockIdx.x * LIN_WARPS + (threadIdx.x >> 5)) * ROWS;
@@ -168,33 +184,38 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
             float v = warp_sum(acc[i][t]);
             if (split) v += warp_sum(acc2[i][t]);
             if (bias) v += b;
-            if (i < nr && t < mt && lane == 0) y[(size_t)(m0 + t) * R + r] = v;
+            if (i < nr && t < mt && lane == 0) store_out(y, m0 + t, r, v);
         }
     }
 }
 
-#define LINEAR_HALF(name, F)                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
-             long long row_bytes, int split_canary) {                                               \
-        linear_half_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, y, M, K, R, split_canary);                       \
-    }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name##_m1(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,     \
-                  long long row_bytes, int split_canary) {                                          \
-        linear_half_impl<1, LIN_ROWS_M1, F>(x, w, bias, y, M, K, R, split_canary);                                \
+// Kernel parameters shared by every linear entry: the three outputs and the split of the rows
+// over them (see Outs), then the shape.
+#define LIN_OUT_PARAMS float *y, float *y1, float *y2, int R0, int R1, int M, int K, int R
+#define LIN_OUTS Outs{y, y1, y2, R0, R1, R}
+
+#define LINEAR_HALF(name, F)                                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS, long long row_bytes,  \
+             int split_canary) {                                                                   \
+        linear_half_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, LIN_OUTS, M, K, R, split_canary);    \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name##_m1(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS,                  \
+                  long long row_bytes, int split_canary) {                                         \
+        linear_half_impl<1, LIN_ROWS_M1, F>(x, w, bias, LIN_OUTS, M, K, R, split_canary);          \
     }
 
-#define LINEAR(name, F)                                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,          \
-             long long row_bytes, int split_canary) {                                               \
-        linear_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, y, M, K, R, row_bytes, split_canary);                 \
-    }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name##_m1(const float* x, const u8* w, const float* bias, float* y, int M, int K, int R,     \
-                  long long row_bytes, int split_canary) {                                          \
-        linear_impl<1, LIN_ROWS_M1, F>(x, w, bias, y, M, K, R, row_bytes, split_canary);                          \
+#define LINEAR(name, F)                                                                             \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS, long long row_bytes,  \
+             int split_canary) {                                                                   \
+        linear_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, LIN_OUTS, M, K, R, row_bytes, split_canary); \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name##_m1(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS,                  \
+                  long long row_bytes, int split_canary) {                                         \
+        linear_impl<1, LIN_ROWS_M1, F>(x, w, bias, LIN_OUTS, M, K, R, row_bytes, split_canary);    \
     }
 
 LINEAR(linear_f32, FMT_F32)
@@ -211,10 +232,11 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 // ---- Repacked layouts (engine/src/backend/cuda/ops.rs `DevMatrix::upload_repacked`) -----------
 //
 // The GGUF Q8_0 (34-byte) and Q4_K (144-byte) blocks are not 16-byte aligned, so the weights of
-// the decoder layers are split at upload into an aligned array of quants and an array of block
-// headers. The values, the lane ownership (lane l owns 32-element units u = l, l + 32, ...) and
-// every arithmetic step are those of `linear_impl` above, so results are bit-identical to the raw
-// layout; only the loads differ (16-byte vector loads).
+// the decoder layers are split at upload into an aligned array of quants (Q4_K: 16 bytes per
+// 32-element sub-block, so a lane's unit is one 16-byte load) and an array of block headers. The
+// values, the lane ownership (lane l owns 32-element units u = l, l + 32, ...) and every
+// arithmetic step are those of `linear_impl` above (unless QLIN_FACTOR), so results are
+// bit-identical to the raw layout; only the loads differ.
 
 // Integer-to-float conversions by the 2^23 trick (one byte permute or OR, one add: full-rate ALU
 // instead of the quarter-rate I2F); exact, so the values are those of a (float) cast.
@@ -225,75 +247,193 @@ __device__ __forceinline__ float i8_to_f32_exact(u32 w, int i) {
     return __fsub_rn(__uint_as_float(bits), 8388736.0f);
 }
 
-// `v` < 2^23 as f32.
-__device__ __forceinline__ float u_to_f32_exact(u32 v) {
-    return __fsub_rn(__uint_as_float(0x4B000000u | v), 8388608.0f);
+// Byte `i` of `w` as an unsigned int, as f32 (one byte permute, one add).
+__device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
+    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, (u32)i | 0x7440u)), 8388608.0f);
 }
 
-// Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); d = [R][K/32] f16 bits.
-template <int TOK, int ROWS>
-__device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* dsc, const float* bias,
-                                                   float* y, int M, int K, int R, int split_canary) {
-    linear_units<TOK, ROWS>(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
-        const u8* p = q + (size_t)r * K + 32 * u;
-        const uint4 a0 = *reinterpret_cast<const uint4*>(p);
-        const uint4 a1 = *reinterpret_cast<const uint4*>(p + 16);
-        const float d = f16_bits_to_f32(dsc[(size_t)r * (K / 32) + u]);
-        const u32 words[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+// x staged in shared memory. Lane l owns unit u = l + 32c, so it reads the 128 contiguous bytes
+// x[32u .. 32u+32) of each token: straight from global memory every float4 load of a warp would
+// touch 32 cache lines. The block instead copies each chunk of 1,024 elements (32 units) of its
+// tokens into shared memory with coalesced loads, storing float4 slot s at `xs_slot(s)`, which
+// puts the 8 lanes of each quarter-warp on 8 different 16-byte bank groups when lane l reads slots
+// 8l .. 8l+7: conflict-free. The staging changes no arithmetic; the lanes, units and order are
+// linear_units'.
+#define XCHUNK 1024
+__device__ __forceinline__ int xs_slot(int s) { return (s & ~7) | ((s ^ (s >> 3)) & 7); }
+
+// QLIN_FACTOR = 1: the scale is applied once per unit, d·Σ q·x (Q8_0) and dl·Σ q·x − ml·Σ x (Q4_K,
+// with Σ x per unit and token computed once per block when staging) instead of dequantizing every
+// weight. Fewer operations per weight, a different (still M-independent) rounding: a speed
+// variant measured by `probe --bench-kernels`; the default 0 keeps the values bit-identical to
+// the raw-layout kernels (and so the CPU's dequantized weights).
+#ifndef QLIN_FACTOR
+#define QLIN_FACTOR 0
+#endif
+
+// The repacked quantized linear: FMT_Q8_0 or FMT_Q4_K. Dynamic shared memory:
+// TOK * (XCHUNK * 4 + 32 * 4) bytes. Grid and block as linear_impl; every warp stays to the end
+// (the block synchronizes per chunk), warps past R only help stage.
+template <int TOK, int ROWS, int F>
+__device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                               const u8* __restrict__ h, const float* __restrict__ bias,
+                                               Outs y, int M, int K, int R, int split_canary) {
+    extern __shared__ float4 xs[];                              // [TOK][XCHUNK / 4], swizzled
+    float* usum = reinterpret_cast<float*>(xs + TOK * (XCHUNK / 4));  // [TOK][32]: Σ x per unit
+    const int lane = threadIdx.x & 31;
+    const int r0 = (blockIdx.x * LIN_WARPS + (threadIdx.x >> 5)) * ROWS;
+    const int nr = max(0, min(ROWS, R - r0));
+    const int m0 = blockIdx.y * TOK;
+    const int mt = min(TOK, M - m0);
+    const int nu = K / 32;
+    const int nsb = K / 256;
+    const bool split = split_canary != 0 && M > 1;
+    float acc[ROWS][TOK], acc2[ROWS][TOK];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) wv[i] = __fmul_rn(i8_to_f32_exact(words[i >> 2], i & 3), d);
-    });
+    for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+        for (int t = 0; t < TOK; ++t) acc[i][t] = acc2[i][t] = 0.0f;
+    for (int c0 = 0; c0 < K; c0 += XCHUNK) {
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < TOK * (XCHUNK / 4); idx += blockDim.x) {
+            const int t = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
+            const int e = c0 + 4 * s;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
+            xs[t * (XCHUNK / 4) + xs_slot(s)] = v;
+            if (QLIN_FACTOR && F == FMT_Q4_K) {
+                // Σ x of the unit (8 consecutive slots = 8 consecutive lanes), one fixed tree.
+                float p = (v.x + v.y) + (v.z + v.w);
+                p += __shfl_xor_sync(0xffffffffu, p, 1);
+                p += __shfl_xor_sync(0xffffffffu, p, 2);
+                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                if ((s & 7) == 0) usum[t * 32 + s / 8] = p;
+            }
+        }
+        __syncthreads();
+        const int u = c0 / 32 + lane;
+        if (u >= nu) continue;
+        const bool second = split && u >= nu / 2;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            if (i >= nr) continue;
+            const int r = r0 + i;
+            u32 words[8];
+            float d, ml = 0.0f;
+            if (F == FMT_Q8_0) {
+                const u8* p = q + (size_t)r * K + 32 * u;
+                const uint4 a0 = *reinterpret_cast<const uint4*>(p);
+                const uint4 a1 = *reinterpret_cast<const uint4*>(p + 16);
+                words[0] = a0.x; words[1] = a0.y; words[2] = a0.z; words[3] = a0.w;
+                words[4] = a1.x; words[5] = a1.y; words[6] = a1.z; words[7] = a1.w;
+                d = f16_bits_to_f32(reinterpret_cast<const u16*>(h)[(size_t)r * nu + u]);
+            } else {
+                // Q4_K: 16 bytes per sub-block (byte i = value i | value i+16 << 4), and the 16-byte
+                // super-block header (d, dmin, the 12-byte scale table).
+                const int sb = u >> 3, j = u & 7;
+                const uint4 a = *reinterpret_cast<const uint4*>(q + (size_t)r * (K / 2) + 16 * u);
+                const uint4 hv = *reinterpret_cast<const uint4*>(h + ((size_t)r * nsb + sb) * 16);
+                const u32 wq[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    words[w] = wq[w] & 0x0f0f0f0fu;
+                    words[4 + w] = (wq[w] >> 4) & 0x0f0f0f0fu;
+                }
+                const float dd = f16_bits_to_f32((u16)(hv.x & 0xffffu));
+                const float dmin = f16_bits_to_f32((u16)(hv.x >> 16));
+                auto s8 = [&](int b) -> int {
+                    const u32 w = b < 4 ? hv.y : (b < 8 ? hv.z : hv.w);
+                    return (int)((w >> (8 * (b & 3))) & 0xff);
+                };
+                int sc, mn;
+                if (j < 4) {
+                    sc = s8(j) & 0x3F;
+                    mn = s8(j + 4) & 0x3F;
+                } else {
+                    sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
+                    mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
+                }
+                d = __fmul_rn(dd, (float)sc);
+                ml = __fmul_rn(dmin, (float)mn);
+            }
+#pragma unroll
+            for (int t = 0; t < TOK; ++t) {
+                if (t >= mt) continue;
+                const float4* xt = xs + t * (XCHUNK / 4);
+                float s = 0.0f;
+                float base = second ? acc2[i][t] : acc[i][t];
+                if (!QLIN_FACTOR) s = base;
+#pragma unroll
+                for (int g = 0; g < 8; ++g) {
+                    const float4 a = xt[xs_slot(8 * lane + g)];
+                    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        const int e = 4 * g + b;  // element of the unit
+                        float qv;
+                        if (F == FMT_Q8_0) qv = i8_to_f32_exact(words[e >> 2], e & 3);
+                        else qv = u8_to_f32_exact(words[e >> 2], e & 3);
+                        if (QLIN_FACTOR) {
+                            s = __fmaf_rn(qv, av[b], s);
+                        } else {
+                            const float w = F == FMT_Q8_0 ? __fmul_rn(qv, d) : __fsub_rn(__fmul_rn(d, qv), ml);
+                            s = __fmaf_rn(w, av[b], s);
+                        }
+                    }
+                }
+                if (QLIN_FACTOR) {
+                    s = __fmaf_rn(d, s, base);
+                    if (F == FMT_Q4_K) s = __fmaf_rn(-ml, usum[t * 32 + lane], s);
+                }
+                if (second) acc2[i][t] = s; else acc[i][t] = s;
+            }
+        }
+    }
+    if (nr == 0) return;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const int r = r0 + i;
+        const float b = (bias && i < nr) ? bias[r] : 0.0f;
+#pragma unroll
+        for (int t = 0; t < TOK; ++t) {
+            float v = warp_sum(acc[i][t]);
+            if (split) v += warp_sum(acc2[i][t]);
+            if (bias) v += b;
+            if (i < nr && t < mt && lane == 0) store_out(y, m0 + t, r, v);
+        }
+    }
 }
 
-// Q4_K: q = [R][K/256][128] bytes (each super-block's qs); h = [R][K/256][16] bytes (d, dmin as
-// f16 bits, then the 12-byte scale/min table).
+// Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); h = [R][K/32] f16 scales.
+template <int TOK, int ROWS>
+__device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* h, const float* bias,
+                                                   Outs y, int M, int K, int R, int split_canary) {
+    linear_qr_impl<TOK, ROWS, FMT_Q8_0>(x, q, reinterpret_cast<const u8*>(h), bias, y, M, K, R, split_canary);
+}
+
+// Q4_K: q = [R][K/32][16] bytes (sub-block u of the row: byte i holds value i in its low nibble,
+// value i + 16 in its high one); h = [R][K/256][16] bytes (d, dmin as f16 bits, then the 12-byte
+// scale/min table).
 template <int TOK, int ROWS>
 __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, const u8* h, const float* bias,
-                                                   float* y, int M, int K, int R, int split_canary) {
-    const int nsb = K / 256;
-    linear_units<TOK, ROWS>(x, bias, y, M, K, R, split_canary, [&](int r, int u, float* wv) {
-        const int sb = u >> 3, j = u & 7;
-        const uint4 hv = *reinterpret_cast<const uint4*>(h + ((size_t)r * nsb + sb) * 16);
-        const float d = f16_bits_to_f32((u16)(hv.x & 0xffffu));
-        const float dmin = f16_bits_to_f32((u16)(hv.x >> 16));
-        // Byte i of the 12-byte scale/min table (header bytes 4..16), from registers.
-        auto s8 = [&](int i) -> int {
-            const u32 w = i < 4 ? hv.y : (i < 8 ? hv.z : hv.w);
-            return (int)((w >> (8 * (i & 3))) & 0xff);
-        };
-        int sc, mn;
-        if (j < 4) {
-            sc = s8(j) & 0x3F;
-            mn = s8(j + 4) & 0x3F;
-        } else {
-            sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
-            mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
-        }
-        const float dl = __fmul_rn(d, (float)sc);
-        const float ml = __fmul_rn(dmin, (float)mn);
-        const u8* qs = q + ((size_t)r * nsb + sb) * 128 + 32 * (j >> 1);
-        const uint4 a0 = *reinterpret_cast<const uint4*>(qs);
-        const uint4 a1 = *reinterpret_cast<const uint4*>(qs + 16);
-        const u32 words[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        const int shift = 4 * (j & 1);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            const u32 v = (words[i >> 2] >> (8 * (i & 3) + shift)) & 0x0fu;
-            wv[i] = __fsub_rn(__fmul_rn(dl, u_to_f32_exact(v)), ml);
-        }
-    });
+                                                   Outs y, int M, int K, int R, int split_canary) {
+    linear_qr_impl<TOK, ROWS, FMT_Q4_K>(x, q, h, bias, y, M, K, R, split_canary);
 }
 
-#define LINEAR_R(name, T)                                                                            \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name(const float* x, const u8* q, const T* h, const float* bias, float* y, int M, int K, int R, \
-             int split_canary) {                                                                    \
-        name##_impl<LIN_TOKENS, LIN_ROWS>(x, q, h, bias, y, M, K, R, split_canary);                            \
-    }                                                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                     \
-        name##_m1(const float* x, const u8* q, const T* h, const float* bias, float* y, int M, int K,  \
-                  int R, int split_canary) {                                                        \
-        name##_impl<1, LIN_ROWS_M1>(x, q, h, bias, y, M, K, R, split_canary);                                     \
+// The repacked kernels' token tile: LIN_TOKENS, at most 8 (8 tokens stage 33 KiB of x, under the
+// 48 KiB of dynamic shared memory a launch gets without opting in).
+#define QLIN_TOKENS (LIN_TOKENS < 8 ? LIN_TOKENS : 8)
+
+#define LINEAR_R(name, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,           \
+             int split_canary) {                                                                   \
+        name##_impl<QLIN_TOKENS, LIN_ROWS>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);        \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+        name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
+                  int split_canary) {                                                              \
+        name##_impl<1, LIN_ROWS_M1>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);               \
     }
 
 LINEAR_R(linear_q8_0_r, u16)

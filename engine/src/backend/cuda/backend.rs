@@ -18,16 +18,15 @@ use std::sync::Arc;
 /// One decoder layer's weights on the device (shapes as [`crate::models::LayerWeights`]).
 struct DevLayer {
     attn_norm: CudaSlice<f32>,
-    wq: DevMatrix,
-    wk: DevMatrix,
-    wv: DevMatrix,
+    /// Q, K, V (fused when they share a format).
+    qkv: Linears,
     wo: DevMatrix,
     q_norm: Option<CudaSlice<f32>>,
     k_norm: Option<CudaSlice<f32>>,
     post_attn_norm: Option<CudaSlice<f32>>,
     ffn_norm: CudaSlice<f32>,
-    w_gate: DevMatrix,
-    w_up: DevMatrix,
+    /// Gate, up (fused when they share a format).
+    gate_up: Linears,
     w_down: DevMatrix,
     post_ffn_norm: Option<CudaSlice<f32>>,
 }
@@ -44,6 +43,72 @@ pub struct CudaWeights {
     inv_freq_local: Option<CudaSlice<f32>>,
     /// Bytes of device memory the weights take.
     pub bytes: usize,
+}
+
+/// Linear layers that read the same input: one matrix with their rows concatenated (one launch,
+/// more rows to spread over the GPU; each row computed as it would be alone), or separate
+/// matrices when their formats or bias presence differ (GGUF mixes, e.g. Q4_K_M's Q6_K V).
+enum Linears {
+    Fused(DevMatrix),
+    Split(Vec<DevMatrix>),
+}
+
+impl Linears {
+    /// Uploads `ms` (with their biases) fused when they share a format and all or none have a
+    /// bias. Errors: as [`DevMatrix::upload_repacked`].
+    fn upload(dev: &CudaDevice, ms: &[(&dyn QuantMatrix, Option<&Vec<f32>>)]) -> Result<Linears> {
+        let (first, _) = ms[0];
+        let fusable = ms.iter().all(|(m, b)| {
+            m.dtype() == first.dtype()
+                && m.cols() == first.cols()
+                && b.is_some() == ms[0].1.is_some()
+        });
+        if !fusable {
+            return ms
+                .iter()
+                .map(|&(m, b)| mat(dev, m, b))
+                .collect::<Result<_>>()
+                .map(Linears::Split);
+        }
+        let raw: Vec<u8> = ms
+            .iter()
+            .flat_map(|(m, _)| m.raw().iter().copied())
+            .collect();
+        let bias: Option<Vec<f32>> = ms[0].1.is_some().then(|| {
+            ms.iter()
+                .flat_map(|(_, b)| b.expect("all have one").iter().copied())
+                .collect()
+        });
+        let rows = ms.iter().map(|(m, _)| m.rows()).sum();
+        DevMatrix::upload_repacked(
+            dev,
+            &raw,
+            first.dtype(),
+            rows,
+            first.cols(),
+            bias.as_deref(),
+        )
+        .map(Linears::Fused)
+    }
+
+    /// `ys[i] = x W_iᵀ + b_i` for each of the matrices, in order ([`CudaDevice::linear_split`]).
+    fn forward(
+        &self,
+        dev: &CudaDevice,
+        x: &CudaSlice<f32>,
+        ys: &mut [&mut CudaSlice<f32>],
+        canary: bool,
+    ) -> Result<()> {
+        match self {
+            Linears::Fused(w) => dev.linear_split(x, w, ys, canary),
+            Linears::Split(ws) => {
+                for (w, y) in ws.iter().zip(ys.iter_mut()) {
+                    dev.linear(x, w, y, canary)?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A linear layer's weights, Q8_0 and Q4_K repacked for aligned loads.
@@ -71,16 +136,20 @@ impl CudaWeights {
         for l in &model.layers {
             layers.push(DevLayer {
                 attn_norm: dev.upload(&l.attn_norm)?,
-                wq: mat(dev, &*l.wq, l.bq.as_ref())?,
-                wk: mat(dev, &*l.wk, l.bk.as_ref())?,
-                wv: mat(dev, &*l.wv, l.bv.as_ref())?,
+                qkv: Linears::upload(
+                    dev,
+                    &[
+                        (&*l.wq, l.bq.as_ref()),
+                        (&*l.wk, l.bk.as_ref()),
+                        (&*l.wv, l.bv.as_ref()),
+                    ],
+                )?,
                 wo: mat(dev, &*l.wo, None)?,
                 q_norm: opt(dev, &l.q_norm)?,
                 k_norm: opt(dev, &l.k_norm)?,
                 post_attn_norm: opt(dev, &l.post_attn_norm)?,
                 ffn_norm: dev.upload(&l.ffn_norm)?,
-                w_gate: mat(dev, &*l.w_gate, None)?,
-                w_up: mat(dev, &*l.w_up, None)?,
+                gate_up: Linears::upload(dev, &[(&*l.w_gate, None), (&*l.w_up, None)])?,
                 w_down: mat(dev, &*l.w_down, None)?,
                 post_ffn_norm: opt(dev, &l.post_ffn_norm)?,
             });
@@ -402,9 +471,8 @@ impl CudaBackend {
             } else {
                 dev.rms_norm_residual(&d, Some(&mut x), &l.attn_norm, &mut xn, t, c.rms_eps)?;
             }
-            dev.linear(&xn, &l.wq, &mut q, canary)?;
-            dev.linear(&xn, &l.wk, &mut k, canary)?;
-            dev.linear(&xn, &l.wv, &mut v, canary)?;
+            l.qkv
+                .forward(&dev, &xn, &mut [&mut q, &mut k, &mut v], canary)?;
             if let Some(g) = &l.q_norm {
                 dev.rms_norm_residual(&q, None, g, &mut q2, t * nh, c.rms_eps)?;
                 std::mem::swap(&mut q, &mut q2);
@@ -447,8 +515,8 @@ impl CudaBackend {
             }
             // x += o; xn = norm(x).
             dev.rms_norm_residual(&o, Some(&mut x), &l.ffn_norm, &mut xn, t, c.rms_eps)?;
-            dev.linear(&xn, &l.w_gate, &mut gate, canary)?;
-            dev.linear(&xn, &l.w_up, &mut up, canary)?;
+            l.gate_up
+                .forward(&dev, &xn, &mut [&mut gate, &mut up], canary)?;
             dev.gated_act(&gate, &up, &mut act, c.activation)?;
             dev.linear(&act, &l.w_down, &mut d, canary)?;
             if let Some(g) = &l.post_ffn_norm {

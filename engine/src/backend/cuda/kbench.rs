@@ -32,11 +32,14 @@ impl KernelTiming {
     }
 }
 
-/// The Llama-3.1-8B linear shapes `[rows, cols]`, with the role of each.
-pub const LLAMA_8B_LINEARS: [(usize, usize, &str); 4] = [
+/// The Llama-3.1-8B linear shapes `[rows, cols]`, with the role of each; "qkv" and "gate+up" are
+/// the fused matrices the CUDA backend runs (rows of Q, K, V and of gate, up concatenated).
+pub const LLAMA_8B_LINEARS: [(usize, usize, &str); 6] = [
     (4096, 4096, "q/o"),
     (1024, 4096, "k/v"),
+    (6144, 4096, "qkv"),
     (14336, 4096, "gate/up"),
+    (28672, 4096, "gate+up"),
     (4096, 14336, "down"),
 ];
 

@@ -22,21 +22,43 @@ pub struct DevMatrix {
 }
 
 /// Splits GGUF Q8_0 / Q4_K rows into 16-byte-aligned quants and a header array (the layout the
-/// `linear_*_r` kernels read); `None` for other formats.
+/// `linear_*_r` kernels read); `None` for other formats. Q8_0: quants `[rows, cols]` i8, headers
+/// `[rows, cols/32]` f16 scales. Q4_K: quants `[rows, cols/32, 16]` — sub-block j of a
+/// super-block as 16 bytes, byte i = value i | value (i + 16) << 4 — and headers
+/// `[rows, cols/256, 16]` (d, dmin, the 12-byte scale/min table, as stored).
 fn repack(raw: &[u8], dtype: DType) -> Option<(Vec<u8>, Vec<u8>)> {
-    let (bb, hdr_src, hdr_len): (usize, std::ops::Range<usize>, usize) = match dtype {
-        DType::Q8_0 => (34, 0..2, 2),
-        DType::Q4_K => (144, 0..16, 16),
-        _ => return None,
-    };
-    let blocks = raw.len() / bb;
-    let mut q = Vec::with_capacity(blocks * (bb - hdr_len));
-    let mut h = Vec::with_capacity(blocks * hdr_len);
-    for b in raw.chunks_exact(bb) {
-        h.extend_from_slice(&b[hdr_src.clone()]);
-        q.extend_from_slice(&b[hdr_len..]);
+    match dtype {
+        DType::Q8_0 => {
+            let blocks = raw.len() / 34;
+            let (mut q, mut h) = (
+                Vec::with_capacity(blocks * 32),
+                Vec::with_capacity(blocks * 2),
+            );
+            for b in raw.chunks_exact(34) {
+                h.extend_from_slice(&b[..2]);
+                q.extend_from_slice(&b[2..]);
+            }
+            Some((q, h))
+        }
+        DType::Q4_K => {
+            let blocks = raw.len() / 144;
+            let (mut q, mut h) = (
+                Vec::with_capacity(blocks * 128),
+                Vec::with_capacity(blocks * 16),
+            );
+            for b in raw.chunks_exact(144) {
+                h.extend_from_slice(&b[..16]);
+                let qs = &b[16..];
+                for j in 0..8 {
+                    let (g, shift) = (&qs[32 * (j / 2)..][..32], 4 * (j % 2));
+                    let v = |i: usize| (g[i] >> shift) & 0x0f;
+                    q.extend((0..16).map(|i| v(i) | (v(i + 16) << 4)));
+                }
+            }
+            Some((q, h))
+        }
+        _ => None,
     }
-    Some((q, h))
 }
 
 impl DevMatrix {
@@ -301,46 +323,93 @@ impl CudaDevice {
         y: &mut CudaSlice<f32>,
         split_canary: bool,
     ) -> Result<()> {
+        self.linear_split(x, w, &mut [y], split_canary)
+    }
+
+    /// [`CudaDevice::linear`] for a fused matrix (rows of Q|K|V or gate|up concatenated): its
+    /// rows go, in order, to the one to three outputs `ys`, output i taking `ys[i].len() / m`
+    /// rows (`[m, r_i]` f32, Σ r_i = r). Each row is computed exactly as in the unfused matrix.
+    /// Errors: shapes that do not add up.
+    pub fn linear_split(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        split_canary: bool,
+    ) -> Result<()> {
         let (k, r) = (w.cols, w.rows);
         let m = x.len() / k.max(1);
+        let rows: Vec<usize> = ys.iter().map(|y| y.len() / m.max(1)).collect();
         check(
-            k.is_multiple_of(32) && x.len() == m * k && y.len() == m * r,
+            k.is_multiple_of(32)
+                && x.len() == m * k
+                && (1..=3).contains(&ys.len())
+                && rows.iter().sum::<usize>() == r
+                && ys.iter().zip(&rows).all(|(y, &ri)| y.len() == m * ri),
             || {
                 format!(
-                    "linear {}: x {} y {} for m {m} k {k} r {r}",
+                    "linear {}: x {} outputs {:?} for m {m} k {k} r {r}",
                     w.dtype.name(),
                     x.len(),
-                    y.len()
+                    ys.iter().map(|y| y.len()).collect::<Vec<_>>()
                 )
             },
         )?;
         if m == 0 {
             return Ok(());
         }
-        if let Some(aux) = &w.aux {
-            return self.linear_repacked(x, w, aux, y, m, split_canary);
-        }
         // M = 1 (decode) takes the one-token tile: same per-output operations, fewer registers.
         let m1 = if m == 1 { "_m1" } else { "" };
-        let f = self.function("linear.cu", &format!("linear_{}{m1}", fmt_suffix(w.dtype)))?;
-        let cfg = self.linear_grid(m, r);
+        let mut cfg = self.linear_grid(m, r);
+        let func = match (&w.aux, w.dtype) {
+            (None, d) => format!("linear_{}{m1}", fmt_suffix(d)),
+            (Some(_), DType::Q8_0) => format!("linear_q8_0_r{m1}"),
+            (Some(_), DType::Q4_K) => format!("linear_q4_k_r{m1}"),
+            (Some(_), d) => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
+        };
+        if w.aux.is_some() {
+            // The repacked kernels' token tile is capped at 8 (QLIN_TOKENS); each token stages
+            // a 1,024-element chunk of x (4 KiB) and its 32 unit sums in shared memory.
+            let tokens = if m == 1 {
+                1
+            } else {
+                self.define("LIN_TOKENS", 8).min(8)
+            };
+            cfg.grid_dim.1 = (m as u32).div_ceil(tokens);
+            cfg.shared_mem_bytes = tokens * (4096 + 128);
+        }
+        let f = self.function("linear.cu", &func)?;
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
         let row_bytes = w.row_bytes() as i64;
         let canary = i32::from(split_canary);
         let null = 0u64;
         let mut b = self.stream().launch_builder(&f);
         b.arg(x).arg(&w.data);
+        if let Some(aux) = &w.aux {
+            b.arg(aux);
+        }
         match &w.bias {
             Some(bias) => b.arg(bias),
             None => b.arg(&null),
         };
-        b.arg(y)
-            .arg(&mi)
-            .arg(&ki)
-            .arg(&ri)
-            .arg(&row_bytes)
-            .arg(&canary);
-        // SAFETY: signature matches; shapes checked above and at DevMatrix construction.
+        let mut outs = ys.iter_mut();
+        let y0 = outs.next().expect("checked: 1..=3 outputs");
+        b.arg(&mut **y0);
+        for y in [outs.next(), outs.next()] {
+            match y {
+                Some(y) => b.arg(&mut **y),
+                None => b.arg(&null),
+            };
+        }
+        b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
+        if w.aux.is_none() {
+            b.arg(&row_bytes);
+        }
+        b.arg(&canary);
+        // SAFETY: the argument list matches the kernel's (LIN_OUT_PARAMS; `row_bytes` only in the
+        // raw-layout kernels); shapes checked above and at DevMatrix construction.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }
@@ -364,41 +433,6 @@ impl CudaDevice {
             block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: 0,
         }
-    }
-
-    /// [`CudaDevice::linear`] for a repacked Q8_0 / Q4_K matrix (`linear_q8_0_r`,
-    /// `linear_q4_k_r`); shapes already checked.
-    fn linear_repacked(
-        &self,
-        x: &CudaSlice<f32>,
-        w: &DevMatrix,
-        aux: &CudaSlice<u8>,
-        y: &mut CudaSlice<f32>,
-        m: usize,
-        split_canary: bool,
-    ) -> Result<()> {
-        let (k, r) = (w.cols, w.rows);
-        let func = match w.dtype {
-            DType::Q8_0 => "linear_q8_0_r",
-            DType::Q4_K => "linear_q4_k_r",
-            d => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
-        };
-        let m1 = if m == 1 { "_m1" } else { "" };
-        let f = self.function("linear.cu", &format!("{func}{m1}"))?;
-        let cfg = self.linear_grid(m, r);
-        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
-        let canary = i32::from(split_canary);
-        let null = 0u64;
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(x).arg(&w.data).arg(aux);
-        match &w.bias {
-            Some(bias) => b.arg(bias),
-            None => b.arg(&null),
-        };
-        b.arg(y).arg(&mi).arg(&ki).arg(&ri).arg(&canary);
-        // SAFETY: signature matches; the repacked sizes follow from rows and cols.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
-        Ok(())
     }
 
     /// `out = act(gate) * up`, element-wise (SwiGLU or tanh-GELU gated). All `[len]` f32.

@@ -291,8 +291,13 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         }
         let wd = DevMatrix::upload(dev, &wb, dtype, r, k, None)?;
         let wr = DevMatrix::upload_repacked(dev, &wb, dtype, r, k, None)?;
+        // The matrix fused with itself (as Q|K|V are at upload): both halves must come out with
+        // the bits of the unfused matrix.
+        let twice: Vec<u8> = wb.iter().chain(&wb).copied().collect();
+        let wf = DevMatrix::upload_repacked(dev, &twice, dtype, 2 * r, k, None)?;
         let mut passes = Vec::new();
         let mut repacked_same = true;
+        let mut fused_same = true;
         for &m in &ms {
             let xd = s.clone_htod(&x[..m * k]).map_err(drv)?;
             let mut yd = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
@@ -302,6 +307,17 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 dev.linear(&xd, &wr, &mut yd, false)?;
                 let rep = s.clone_dtoh(&yd).map_err(drv)?;
                 repacked_same &= rep
+                    .iter()
+                    .zip(&raw)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+            }
+            let mut ya = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
+            let mut yb = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
+            dev.linear_split(&xd, &wf, &mut [&mut ya, &mut yb], false)?;
+            for y in [&ya, &yb] {
+                fused_same &= s
+                    .clone_dtoh(y)
+                    .map_err(drv)?
                     .iter()
                     .zip(&raw)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
@@ -318,11 +334,11 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             case: format!("K={k} R={r} M={ms:?}"),
             max_abs_diff: d,
             tolerance: if wr.aux.is_some() {
-                "1e-5·Σ|w·x|; _r bit-equal".into()
+                "1e-5·Σ|w·x|; _r, fused bit-equal".into()
             } else {
-                "1e-5·Σ|w·x|".into()
+                "1e-5·Σ|w·x|; fused bit-equal".into()
             },
-            within: ok && repacked_same,
+            within: ok && repacked_same && fused_same,
             batch_identical: Some(same_bits(&passes, r)),
         });
     }
