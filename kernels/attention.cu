@@ -57,7 +57,7 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
                                                    AttnShared& sh, float& m_out, float& l_out, float& a_out) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = ATTN_SPLIT / 32;
-#pragma unroll 4
+#pragma unroll 8
     for (int j = warp; j < ATTN_SPLIT; j += NW) {
         const int p = s * ATTN_SPLIT + j;
         float score = NEG_INF;
@@ -86,7 +86,7 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
     float a = 0.0f;
     if (g < groups && d < hd) {
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
-#pragma unroll 8
+#pragma unroll 16
         for (; j <= j1; j += groups) {
             const int pp = s * ATTN_SPLIT + j;
             const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;

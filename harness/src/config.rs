@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 7] = [
+pub const KERNEL_DEFINES: [&str; 8] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -17,6 +17,7 @@ pub const KERNEL_DEFINES: [&str; 7] = [
     "ATTN_SPLIT",
     "NORM_THREADS",
     "QLIN_FACTOR",
+    "QLIN_UPL_M1",
 ];
 
 /// The source of a value nobody set.
@@ -55,8 +56,8 @@ pub struct Config {
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
-    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR), as `-D` defines; unset ones come from the device
-    /// defaults or the kernels.
+    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_UPL_M1), as `-D` defines; unset
+    /// ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
     /// verify rows stop paying for themselves).

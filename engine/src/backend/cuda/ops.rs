@@ -369,14 +369,14 @@ impl CudaDevice {
         };
         if w.aux.is_some() {
             // The repacked kernels' token tile is capped at 8 (QLIN_TOKENS); each token stages
-            // a 1,024-element chunk of x (4 KiB) and its 32 unit sums in shared memory.
-            let tokens = if m == 1 {
-                1
-            } else {
-                self.define("LIN_TOKENS", 8).min(8)
+            // 1,024-element chunks of x (4 KiB each, with their 32 unit sums) in shared memory,
+            // QLIN_UPL_M1 chunks at a time at m = 1, one otherwise.
+            let (tokens, upl) = match m {
+                1 => (1, self.define("QLIN_UPL_M1", 4)),
+                _ => (self.define("LIN_TOKENS", 8).min(8), 1),
             };
             cfg.grid_dim.1 = (m as u32).div_ceil(tokens);
-            cfg.shared_mem_bytes = tokens * (4096 + 128);
+            cfg.shared_mem_bytes = tokens * upl * (4096 + 128);
         }
         let f = self.function("linear.cu", &func)?;
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
