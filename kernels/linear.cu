@@ -271,151 +271,143 @@ __device__ __forceinline__ int xs_slot(int s) { return (s & ~7) | ((s ^ (s >> 3)
 #define QLIN_FACTOR 0
 #endif
 
-// The repacked quantized linear: FMT_Q8_0 or FMT_Q4_K. Each pass of the loop covers UPL chunks
-// (lane l: units c0/32 + 32k + l, k = 0 .. UPL-1, still in increasing u, so UPL changes no result):
-// the pass's weights are loaded into registers first, so their trip to memory overlaps the
-// staging of x. Dynamic shared memory: TOK * UPL * (XCHUNK * 4 + 32 * 4) bytes. Grid and block as
-// linear_impl; every warp stays to the end (the block synchronizes per pass), warps past R only
-// help stage.
-template <int TOK, int ROWS, int F, int UPL>
+// Weights of unit u of row r into registers (Q8_0: 32 quant bytes in wa, wb and the f16 scale
+// in dq; Q4_K: the sub-block's 16 quant bytes in wa, the super-block header in wb).
+template <int F>
+__device__ __forceinline__ void qr_load(const u8* __restrict__ q, const u8* __restrict__ h, int r, int u, int K,
+                                        uint4& wa, uint4& wb, u16& dq) {
+    if (F == FMT_Q8_0) {
+        const u8* p = q + (size_t)r * K + 32 * u;
+        wa = *reinterpret_cast<const uint4*>(p);
+        wb = *reinterpret_cast<const uint4*>(p + 16);
+        dq = reinterpret_cast<const u16*>(h)[(size_t)r * (K / 32) + u];
+    } else {
+        wa = *reinterpret_cast<const uint4*>(q + (size_t)r * (K / 2) + 16 * u);
+        wb = *reinterpret_cast<const uint4*>(h + ((size_t)r * (K / 256) + (u >> 3)) * 16);
+    }
+}
+
+// One unit of one row against one token's staged x (`xt`: the unit's chunk, swizzled; `xsum`:
+// the unit's Σ x), accumulated into `acc` exactly as linear_qr_impl does.
+template <int F>
+__device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u16 dq, int u, int lane,
+                                         const float4* xt, float xsum, float acc) {
+    u32 words[8];
+    float d, ml = 0.0f;
+    if (F == FMT_Q8_0) {
+        words[0] = wa.x; words[1] = wa.y; words[2] = wa.z; words[3] = wa.w;
+        words[4] = wb.x; words[5] = wb.y; words[6] = wb.z; words[7] = wb.w;
+        d = f16_bits_to_f32(dq);
+    } else {
+        const u32 wq[4] = {wa.x, wa.y, wa.z, wa.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            words[w] = wq[w] & 0x0f0f0f0fu;
+            words[4 + w] = (wq[w] >> 4) & 0x0f0f0f0fu;
+        }
+        const float dd = f16_bits_to_f32((u16)(wb.x & 0xffffu));
+        const float dmin = f16_bits_to_f32((u16)(wb.x >> 16));
+        const int j = u & 7;
+        auto s8 = [&](int b) -> int {
+            const u32 w = b < 4 ? wb.y : (b < 8 ? wb.z : wb.w);
+            return (int)((w >> (8 * (b & 3))) & 0xff);
+        };
+        int sc, mn;
+        if (j < 4) {
+            sc = s8(j) & 0x3F;
+            mn = s8(j + 4) & 0x3F;
+        } else {
+            sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
+            mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
+        }
+        d = __fmul_rn(dd, (float)sc);
+        ml = __fmul_rn(dmin, (float)mn);
+    }
+    float s = QLIN_FACTOR ? 0.0f : acc;
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+        const float4 a = xt[xs_slot(8 * lane + g)];
+        const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            const int e = 4 * g + b;
+            const float qv = F == FMT_Q8_0 ? i8_to_f32_exact(words[e >> 2], e & 3) : u8_to_f32_exact(words[e >> 2], e & 3);
+            if (QLIN_FACTOR) {
+                s = __fmaf_rn(qv, av[b], s);
+            } else {
+                const float w = F == FMT_Q8_0 ? __fmul_rn(qv, d) : __fsub_rn(__fmul_rn(d, qv), ml);
+                s = __fmaf_rn(w, av[b], s);
+            }
+        }
+    }
+    if (QLIN_FACTOR) {
+        s = __fmaf_rn(d, s, acc);
+        if (F == FMT_Q4_K) s = __fmaf_rn(-ml, xsum, s);
+    }
+    return s;
+}
+
+// The repacked quantized linear for M tokens (prefill, verify, batched decode): FMT_Q8_0 or
+// FMT_Q4_K. Each pass of the loop covers one chunk (lane l: unit c0/32 + l); the pass's weights
+// are loaded into registers first, so their trip to memory overlaps the staging of x. Dynamic
+// shared memory: TOK * (XCHUNK * 4 + 32 * 4) bytes. Grid and block as linear_impl; every warp
+// stays to the end (the block synchronizes per pass), warps past R only help stage.
+template <int TOK, int ROWS, int F>
 __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u8* __restrict__ h, const float* __restrict__ bias,
                                                Outs y, int M, int K, int R, int split_canary) {
-    extern __shared__ float4 xs[];  // [TOK][UPL][XCHUNK / 4], swizzled
-    float* usum = reinterpret_cast<float*>(xs + TOK * UPL * (XCHUNK / 4));  // [TOK][UPL][32]: Σ x per unit
+    extern __shared__ float4 xs[];  // [TOK][XCHUNK / 4], swizzled
+    float* usum = reinterpret_cast<float*>(xs + TOK * (XCHUNK / 4));  // [TOK][32]: Σ x per unit
     const int lane = threadIdx.x & 31;
     const int r0 = (blockIdx.x * LIN_WARPS + (threadIdx.x >> 5)) * ROWS;
     const int nr = max(0, min(ROWS, R - r0));
     const int m0 = blockIdx.y * TOK;
     const int mt = min(TOK, M - m0);
     const int nu = K / 32;
-    const int nsb = K / 256;
     const bool split = split_canary != 0 && M > 1;
     float acc[ROWS][TOK], acc2[ROWS][TOK];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i)
 #pragma unroll
         for (int t = 0; t < TOK; ++t) acc[i][t] = acc2[i][t] = 0.0f;
-    for (int c0 = 0; c0 < K; c0 += UPL * XCHUNK) {
-        // This pass's weights: Q8_0 32 quant bytes and the f16 scale per unit; Q4_K 16 quant
-        // bytes (byte i = value i | value i+16 << 4) and the 16-byte super-block header.
-        uint4 wa[ROWS][UPL], wb[ROWS][UPL];
+    for (int c0 = 0; c0 < K; c0 += XCHUNK) {
+        const int u = c0 / 32 + lane;
+        uint4 wa[ROWS], wb[ROWS];
+        u16 dq[ROWS];
 #pragma unroll
-        for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-            for (int k = 0; k < UPL; ++k) {
-                const int u = c0 / 32 + 32 * k + lane;
-                if (i >= nr || u >= nu) continue;
-                const int r = r0 + i;
-                if (F == FMT_Q8_0) {
-                    const u8* p = q + (size_t)r * K + 32 * u;
-                    wa[i][k] = *reinterpret_cast<const uint4*>(p);
-                    wb[i][k] = *reinterpret_cast<const uint4*>(p + 16);
-                } else {
-                    wa[i][k] = *reinterpret_cast<const uint4*>(q + (size_t)r * (K / 2) + 16 * u);
-                    wb[i][k] = *reinterpret_cast<const uint4*>(h + ((size_t)r * nsb + (u >> 3)) * 16);
-                }
-            }
-        u16 dq[ROWS][UPL];
-        if (F == FMT_Q8_0) {
-#pragma unroll
-            for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-                for (int k = 0; k < UPL; ++k) {
-                    const int u = c0 / 32 + 32 * k + lane;
-                    if (i < nr && u < nu) dq[i][k] = reinterpret_cast<const u16*>(h)[(size_t)(r0 + i) * nu + u];
-                }
+        for (int i = 0; i < ROWS; ++i) {
+            dq[i] = 0;
+            if (i < nr && u < nu) qr_load<F>(q, h, r0 + i, u, K, wa[i], wb[i], dq[i]);
         }
         __syncthreads();
-        for (int idx = threadIdx.x; idx < TOK * UPL * (XCHUNK / 4); idx += blockDim.x) {
-            const int tk = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
-            const int t = tk / UPL, k = tk % UPL;
-            const int e = c0 + k * XCHUNK + 4 * s;
+        for (int idx = threadIdx.x; idx < TOK * (XCHUNK / 4); idx += blockDim.x) {
+            const int t = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
+            const int e = c0 + 4 * s;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
-            xs[tk * (XCHUNK / 4) + xs_slot(s)] = v;
+            xs[t * (XCHUNK / 4) + xs_slot(s)] = v;
             if (QLIN_FACTOR && F == FMT_Q4_K) {
                 // Σ x of the unit (8 consecutive slots = 8 consecutive lanes), one fixed tree.
                 float p = (v.x + v.y) + (v.z + v.w);
                 p += __shfl_xor_sync(0xffffffffu, p, 1);
                 p += __shfl_xor_sync(0xffffffffu, p, 2);
                 p += __shfl_xor_sync(0xffffffffu, p, 4);
-                if ((s & 7) == 0) usum[tk * 32 + s / 8] = p;
+                if ((s & 7) == 0) usum[t * 32 + s / 8] = p;
             }
         }
         __syncthreads();
+        if (u >= nu) continue;
+        const bool second = split && u >= nu / 2;
 #pragma unroll
-        for (int k = 0; k < UPL; ++k) {
-            const int u = c0 / 32 + 32 * k + lane;
-            if (u >= nu) break;
-            const bool second = split && u >= nu / 2;
+        for (int i = 0; i < ROWS; ++i) {
+            if (i >= nr) continue;
 #pragma unroll
-            for (int i = 0; i < ROWS; ++i) {
-                if (i >= nr) continue;
-                u32 words[8];
-                float d, ml = 0.0f;
-                if (F == FMT_Q8_0) {
-                    const uint4 a0 = wa[i][k], a1 = wb[i][k];
-                    words[0] = a0.x; words[1] = a0.y; words[2] = a0.z; words[3] = a0.w;
-                    words[4] = a1.x; words[5] = a1.y; words[6] = a1.z; words[7] = a1.w;
-                    d = f16_bits_to_f32(dq[i][k]);
-                } else {
-                    const uint4 a = wa[i][k], hv = wb[i][k];
-                    const u32 wq[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                    for (int w = 0; w < 4; ++w) {
-                        words[w] = wq[w] & 0x0f0f0f0fu;
-                        words[4 + w] = (wq[w] >> 4) & 0x0f0f0f0fu;
-                    }
-                    const float dd = f16_bits_to_f32((u16)(hv.x & 0xffffu));
-                    const float dmin = f16_bits_to_f32((u16)(hv.x >> 16));
-                    const int j = u & 7;
-                    auto s8 = [&](int b) -> int {
-                        const u32 w = b < 4 ? hv.y : (b < 8 ? hv.z : hv.w);
-                        return (int)((w >> (8 * (b & 3))) & 0xff);
-                    };
-                    int sc, mn;
-                    if (j < 4) {
-                        sc = s8(j) & 0x3F;
-                        mn = s8(j + 4) & 0x3F;
-                    } else {
-                        sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
-                        mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
-                    }
-                    d = __fmul_rn(dd, (float)sc);
-                    ml = __fmul_rn(dmin, (float)mn);
-                }
-#pragma unroll
-                for (int t = 0; t < TOK; ++t) {
-                    if (t >= mt) continue;
-                    const float4* xt = xs + (t * UPL + k) * (XCHUNK / 4);
-                    float s = 0.0f;
-                    const float base = second ? acc2[i][t] : acc[i][t];
-                    if (!QLIN_FACTOR) s = base;
-#pragma unroll
-                    for (int g = 0; g < 8; ++g) {
-                        const float4 a = xt[xs_slot(8 * lane + g)];
-                        const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                        for (int b = 0; b < 4; ++b) {
-                            const int e = 4 * g + b;  // element of the unit
-                            float qv;
-                            if (F == FMT_Q8_0) qv = i8_to_f32_exact(words[e >> 2], e & 3);
-                            else qv = u8_to_f32_exact(words[e >> 2], e & 3);
-                            if (QLIN_FACTOR) {
-                                s = __fmaf_rn(qv, av[b], s);
-                            } else {
-                                const float w = F == FMT_Q8_0 ? __fmul_rn(qv, d) : __fsub_rn(__fmul_rn(d, qv), ml);
-                                s = __fmaf_rn(w, av[b], s);
-                            }
-                        }
-                    }
-                    if (QLIN_FACTOR) {
-                        s = __fmaf_rn(d, s, base);
-                        if (F == FMT_Q4_K) s = __fmaf_rn(-ml, usum[(t * UPL + k) * 32 + lane], s);
-                    }
-                    if (second) acc2[i][t] = s; else acc[i][t] = s;
-                }
+            for (int t = 0; t < TOK; ++t) {
+                if (t >= mt) continue;
+                const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * 32 + lane] : 0.0f;
+                const float base = second ? acc2[i][t] : acc[i][t];
+                const float v = qr_unit<F>(wa[i], wb[i], dq[i], u, lane, xs + t * (XCHUNK / 4), xsum, base);
+                if (second) acc2[i][t] = v; else acc[i][t] = v;
             }
         }
     }
@@ -434,42 +426,98 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
     }
 }
 
+// M = 1 (decode): the block stages the whole of x once (ceil(K / 1024) swizzled chunks, and the
+// unit sums), then its warps walk row groups g = blockIdx.x, blockIdx.x + gridDim.x, ... with no
+// further barrier, so the staging is paid once per block rather than once per row group and the
+// weight loads of consecutive units stay in flight. Per row the lanes, units and operations are
+// linear_qr_impl's, so decode rows are bit-identical to prefill rows. Dynamic shared memory:
+// ceil(K / 1024) * (4096 + 128) bytes. Grid: (any number of blocks); block: (32 * LIN_WARPS).
+template <int ROWS, int F>
+__device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                                  const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
+                                                  int K, int R) {
+    extern __shared__ float4 xs[];
+    const int nch = (K + XCHUNK - 1) / XCHUNK;
+    float* usum = reinterpret_cast<float*>(xs + nch * (XCHUNK / 4));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nu = K / 32;
+    for (int idx = threadIdx.x; idx < nch * (XCHUNK / 4); idx += blockDim.x) {
+        const int ch = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (4 * idx < K) v = __ldg(reinterpret_cast<const float4*>(x) + idx);
+        xs[ch * (XCHUNK / 4) + xs_slot(s)] = v;
+        if (QLIN_FACTOR && F == FMT_Q4_K) {
+            float p = (v.x + v.y) + (v.z + v.w);
+            p += __shfl_xor_sync(0xffffffffu, p, 1);
+            p += __shfl_xor_sync(0xffffffffu, p, 2);
+            p += __shfl_xor_sync(0xffffffffu, p, 4);
+            if ((s & 7) == 0) usum[idx / 8] = p;
+        }
+    }
+    __syncthreads();
+    const int groups = (R + LIN_WARPS * ROWS - 1) / (LIN_WARPS * ROWS);
+    for (int gi = blockIdx.x; gi < groups; gi += gridDim.x) {
+        const int r0 = (gi * LIN_WARPS + warp) * ROWS;
+        const int nr = min(ROWS, R - r0);
+        if (nr <= 0) continue;
+        float acc[ROWS];
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) acc[i] = 0.0f;
+#pragma unroll 2
+        for (int u = lane; u < nu; u += 32) {
+            const float4* xt = xs + (u / 32) * (XCHUNK / 4);
+            const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[u] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                if (i >= nr) continue;
+                uint4 wa, wb;
+                u16 dq = 0;
+                qr_load<F>(q, h, r0 + i, u, K, wa, wb, dq);
+                acc[i] = qr_unit<F>(wa, wb, dq, u, lane, xt, xsum, acc[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const int r = r0 + i;
+            float v = warp_sum(acc[i]);
+            if (bias && i < nr) v += bias[r];
+            if (i < nr && lane == 0) store_out(y, 0, r, v);
+        }
+    }
+}
+
 // Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); h = [R][K/32] f16 scales.
-template <int TOK, int ROWS, int UPL>
+template <int TOK, int ROWS>
 __device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* h, const float* bias,
                                                    Outs y, int M, int K, int R, int split_canary) {
-    linear_qr_impl<TOK, ROWS, FMT_Q8_0, UPL>(x, q, reinterpret_cast<const u8*>(h), bias, y, M, K, R, split_canary);
+    linear_qr_impl<TOK, ROWS, FMT_Q8_0>(x, q, reinterpret_cast<const u8*>(h), bias, y, M, K, R, split_canary);
 }
 
 // Q4_K: q = [R][K/32][16] bytes (sub-block u of the row: byte i holds value i in its low nibble,
 // value i + 16 in its high one); h = [R][K/256][16] bytes (d, dmin as f16 bits, then the 12-byte
 // scale/min table).
-template <int TOK, int ROWS, int UPL>
+template <int TOK, int ROWS>
 __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, const u8* h, const float* bias,
                                                    Outs y, int M, int K, int R, int split_canary) {
-    linear_qr_impl<TOK, ROWS, FMT_Q4_K, UPL>(x, q, h, bias, y, M, K, R, split_canary);
+    linear_qr_impl<TOK, ROWS, FMT_Q4_K>(x, q, h, bias, y, M, K, R, split_canary);
 }
 
 // The repacked kernels' token tile: LIN_TOKENS, at most 8 (8 tokens stage 33 KiB of x, under the
 // 48 KiB of dynamic shared memory a launch gets without opting in).
 #define QLIN_TOKENS (LIN_TOKENS < 8 ? LIN_TOKENS : 8)
-// Chunks per pass of the one-token (decode) kernels: 4 covers K = 4,096 in one pass (16 KiB of
-// shared memory). The tiled kernels take 1.
-#ifndef QLIN_UPL_M1
-#define QLIN_UPL_M1 4
-#endif
 
-#define LINEAR_R(name, T)                                                                           \
+
+#define LINEAR_R(name, T, F)                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,           \
              int split_canary) {                                                                   \
-        name##_impl<QLIN_TOKENS, LIN_ROWS, 1>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);     \
+        name##_impl<QLIN_TOKENS, LIN_ROWS>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);        \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
                   int split_canary) {                                                              \
-        name##_impl<1, LIN_ROWS_M1, QLIN_UPL_M1>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);  \
+        linear_qr_m1_impl<LIN_ROWS_M1, F>(x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R); \
     }
 
-LINEAR_R(linear_q8_0_r, u16)
-LINEAR_R(linear_q4_k_r, u8)
+LINEAR_R(linear_q8_0_r, u16, FMT_Q8_0)
+LINEAR_R(linear_q4_k_r, u8, FMT_Q4_K)

@@ -17,7 +17,7 @@ pub const KERNEL_DEFINES: [&str; 8] = [
     "ATTN_SPLIT",
     "NORM_THREADS",
     "QLIN_FACTOR",
-    "QLIN_UPL_M1",
+    "QLIN_M1_BLOCKS",
 ];
 
 /// The source of a value nobody set.
@@ -56,7 +56,7 @@ pub struct Config {
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
-    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_UPL_M1), as `-D` defines; unset
+    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS), as `-D` defines; unset
     /// ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where

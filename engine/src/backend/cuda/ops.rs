@@ -368,17 +368,31 @@ impl CudaDevice {
             (Some(_), d) => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
         };
         if w.aux.is_some() {
-            // The repacked kernels' token tile is capped at 8 (QLIN_TOKENS); each token stages
-            // 1,024-element chunks of x (4 KiB each, with their 32 unit sums) in shared memory,
-            // QLIN_UPL_M1 chunks at a time at m = 1, one otherwise.
-            let (tokens, upl) = match m {
-                1 => (1, self.define("QLIN_UPL_M1", 4)),
-                _ => (self.define("LIN_TOKENS", 8).min(8), 1),
-            };
-            cfg.grid_dim.1 = (m as u32).div_ceil(tokens);
-            cfg.shared_mem_bytes = tokens * upl * (4096 + 128);
+            if m == 1 {
+                // One-token kernel: every block stages all of x (ceil(k / 1024) swizzled chunks of
+                // 4 KiB and their unit sums) once, then walks row groups; QLIN_M1_BLOCKS blocks
+                // per SM at most.
+                let groups = cfg.grid_dim.0;
+                let per_sm = self.define("QLIN_M1_BLOCKS", 8);
+                cfg.grid_dim.0 = groups.min(per_sm * self.info().sm_count.max(1) as u32);
+                cfg.shared_mem_bytes = k.div_ceil(1024) as u32 * (4096 + 128);
+            } else {
+                // The token tile is capped at 8 (QLIN_TOKENS); each token stages one 1,024-element
+                // chunk of x (4 KiB) and its 32 unit sums at a time.
+                let tokens = self.define("LIN_TOKENS", 8).min(8);
+                cfg.grid_dim.1 = (m as u32).div_ceil(tokens);
+                cfg.shared_mem_bytes = tokens * (4096 + 128);
+            }
         }
         let f = self.function("linear.cu", &func)?;
+        if cfg.shared_mem_bytes > 48 << 10 {
+            // Above 48 KiB a kernel must opt in (K > 11,264 at m = 1, e.g. an 8B down projection).
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                cfg.shared_mem_bytes as i32,
+            )
+            .map_err(drv)?;
+        }
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
