@@ -431,7 +431,12 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 // further barrier, so the staging is paid once per block rather than once per row group and the
 // weight loads of consecutive units stay in flight. Per row the lanes, units and operations are
 // linear_qr_impl's, so decode rows are bit-identical to prefill rows. Dynamic shared memory:
-// ceil(K / 1024) * (4096 + 128) bytes. Grid: (any number of blocks); block: (32 * LIN_WARPS).
+// ceil(K / 1024) * (4096 + 128) bytes. Grid: (any number of blocks); block: (32 * QLIN_M1_WARPS):
+// 8 warps by default, so a block keeps enough loads in flight when a large K (57 KiB of x at
+// K = 14,336) leaves room for only a few blocks per SM.
+#ifndef QLIN_M1_WARPS
+#define QLIN_M1_WARPS 8
+#endif
 template <int ROWS, int F>
 __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                   const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
@@ -455,9 +460,9 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         }
     }
     __syncthreads();
-    const int groups = (R + LIN_WARPS * ROWS - 1) / (LIN_WARPS * ROWS);
+    const int groups = (R + QLIN_M1_WARPS * ROWS - 1) / (QLIN_M1_WARPS * ROWS);
     for (int gi = blockIdx.x; gi < groups; gi += gridDim.x) {
-        const int r0 = (gi * LIN_WARPS + warp) * ROWS;
+        const int r0 = (gi * QLIN_M1_WARPS + warp) * ROWS;
         const int nr = min(ROWS, R - r0);
         if (nr <= 0) continue;
         float acc[ROWS];
@@ -513,7 +518,7 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
              int split_canary) {                                                                   \
         name##_impl<QLIN_TOKENS, LIN_ROWS>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);        \
     }                                                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
+    extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
         name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
                   int split_canary) {                                                              \
         linear_qr_m1_impl<LIN_ROWS_M1, F>(x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R); \

@@ -278,24 +278,37 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         ctx.env.copy_gbps,
         out.display()
     );
+    if !args.vs.is_empty() && scenario != Scenario::Decode {
+        bail!("--vs anchors are measured for decode cells only");
+    }
+    // The anchors run first, before memra builds its engine: memra's KV cache takes most of the
+    // device memory (gpu_memory_utilization) and a pooled allocator need not hand it back.
+    let anchored = measure_anchors(args, &ctx);
     let mut rows = measure(scenario, args, &mut ctx)?;
-    if !args.vs.is_empty() {
-        if scenario != Scenario::Decode {
-            bail!("--vs anchors are measured for decode cells only");
+    for row in rows.iter_mut() {
+        let Some((_, all)) = anchored.iter().find(|(params, _)| *params == row.params) else {
+            continue;
+        };
+        let mut all = all.clone();
+        if let Some(map) = all.as_object_mut() {
+            for v in map.values_mut() {
+                if let Some(m) = v["median"].as_f64().filter(|m| *m > 0.0) {
+                    v["ratio"] = serde_json::json!(row.stats.median / m);
+                }
+            }
         }
-        // Free memra's KV cache first: the anchor gets the device as memra had it.
-        ctx.engine = None;
-        add_anchors(args, &ctx, &mut rows);
+        row.anchor = Some(all);
     }
     rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     print!("{}", rows::table(&rows));
     Ok(())
 }
 
-/// Measures every `--vs` anchor on every decode row's cell and attaches it (`anchor`: the
-/// anchors by name, each with median/min/max and `ratio` = memra median / anchor median). An
-/// anchor that cannot run is recorded with its error, never silently dropped.
-fn add_anchors(args: &BenchArgs, ctx: &Ctx, rows: &mut [Row]) {
+/// Measures every `--vs` anchor on every decode cell of `args` (depth × batch, as `decode` walks
+/// them), keyed by the cell's row params; memra's rows get them attached (`anchor`: the anchors
+/// by name, each with median/min/max and `ratio` = memra median / anchor median). An anchor that
+/// cannot run is recorded with its error, never silently dropped.
+fn measure_anchors(args: &BenchArgs, ctx: &Ctx) -> Vec<(serde_json::Value, serde_json::Value)> {
     let repo = std::env::current_dir().unwrap_or_default();
     let inp = anchors::Inputs {
         spec: &args.model,
@@ -305,34 +318,36 @@ fn add_anchors(args: &BenchArgs, ctx: &Ctx, rows: &mut [Row]) {
         llama_bench: &args.llama_bench,
         repo: &repo,
     };
-    for row in rows.iter_mut() {
-        let p = &row.params;
-        let cell = anchors::Cell {
-            batch: p["batch"].as_u64().unwrap_or(1) as usize,
-            depth: p["depth"].as_u64().unwrap_or(0) as usize,
-            new_tokens: p["new_tokens"].as_u64().unwrap_or(0) as usize,
-            reps: args.reps,
-            warmup: args.warmup,
-        };
-        let mut all = serde_json::Map::new();
-        for &a in &args.vs {
-            let name = a
-                .to_possible_value()
-                .map_or("?".into(), |v| v.get_name().to_string());
-            eprintln!("anchor {name} on {}", row.params);
-            let v = match anchors::measure(a, &cell, &inp) {
-                Ok(mut v) => {
-                    if let Some(m) = v["median"].as_f64().filter(|m| *m > 0.0) {
-                        v["ratio"] = serde_json::json!(row.stats.median / m);
-                    }
-                    v
-                }
-                Err(e) => serde_json::json!({"name": name, "error": format!("{e:#}")}),
-            };
-            all.insert(name, v);
-        }
-        row.anchor = Some(serde_json::Value::Object(all));
+    let mut out = Vec::new();
+    if args.vs.is_empty() {
+        return out;
     }
+    for &depth in &args.depth {
+        for &batch in &args.batch {
+            let params =
+                serde_json::json!({"batch": batch, "depth": depth, "new_tokens": args.new_tokens});
+            let cell = anchors::Cell {
+                batch,
+                depth,
+                new_tokens: args.new_tokens,
+                reps: args.reps,
+                warmup: args.warmup,
+            };
+            let mut all = serde_json::Map::new();
+            for &a in &args.vs {
+                let name = a
+                    .to_possible_value()
+                    .map_or("?".into(), |v| v.get_name().to_string());
+                eprintln!("anchor {name} on {params}");
+                let v = anchors::measure(a, &cell, &inp).unwrap_or_else(
+                    |e| serde_json::json!({"name": name, "error": format!("{e:#}")}),
+                );
+                all.insert(name, v);
+            }
+            out.push((params, serde_json::Value::Object(all)));
+        }
+    }
+    out
 }
 
 /// The rows of one scenario under `args`.

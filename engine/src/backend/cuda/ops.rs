@@ -370,11 +370,14 @@ impl CudaDevice {
         if w.aux.is_some() {
             if m == 1 {
                 // One-token kernel: every block stages all of x (ceil(k / 1024) swizzled chunks of
-                // 4 KiB and their unit sums) once, then walks row groups; QLIN_M1_BLOCKS blocks
-                // per SM at most.
-                let groups = cfg.grid_dim.0;
+                // 4 KiB and their unit sums) once, then walks row groups of QLIN_M1_WARPS warps;
+                // QLIN_M1_BLOCKS blocks per SM at most.
+                let warps = self.define("QLIN_M1_WARPS", 8);
+                let rows = self.define("LIN_ROWS_M1", 1);
+                let groups = (r as u32).div_ceil(warps * rows);
                 let per_sm = self.define("QLIN_M1_BLOCKS", 8);
                 cfg.grid_dim.0 = groups.min(per_sm * self.info().sm_count.max(1) as u32);
+                cfg.block_dim.0 = 32 * warps;
                 cfg.shared_mem_bytes = k.div_ceil(1024) as u32 * (4096 + 128);
             } else {
                 // The token tile is capped at 8 (QLIN_TOKENS); each token stages one 1,024-element
