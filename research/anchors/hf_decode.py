@@ -43,7 +43,16 @@ def main() -> int:
     model.eval()
     if a.compile:
         model.generation_config.cache_implementation = "static"
-        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+
+        def forward(*args, **kwargs):
+            # Each call is a new CUDA-graph step: the static cache is updated in place inside the
+            # graph, and without this mark torch refuses to replay over the previous call's
+            # outputs ("accessing tensor output of CUDAGraphs that has been overwritten").
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args, **kwargs)
+
+        model.forward = forward
     g = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (a.batch, a.depth), generator=g).to(dev)
