@@ -24,6 +24,15 @@ const CODE: &str = "Rename the variable `total` to `sum` in this function:\n\nde
 type Out = (Vec<u32>, Vec<Arc<Vec<f32>>>, u32, u32);
 
 fn run(reqs: &[(String, SamplingParams, Option<SpecParams>)], max_tokens: usize) -> Vec<Out> {
+    run_with(reqs, max_tokens, 0.0)
+}
+
+/// [`run`] with the scheduler's adaptive draft length on (`spec_row_cost`; 0 drafts k).
+fn run_with(
+    reqs: &[(String, SamplingParams, Option<SpecParams>)],
+    max_tokens: usize,
+    spec_row_cost: f32,
+) -> Vec<Out> {
     let model = smol().model.clone();
     // The draft model shares the tokenizer; SmolLM2 drafts for itself (the test is about
     // exactness and bookkeeping, not speed). Its pool is small so drafts also hit "no blocks".
@@ -35,6 +44,7 @@ fn run(reqs: &[(String, SamplingParams, Option<SpecParams>)], max_tokens: usize)
         })),
         SchedulerConfig {
             max_batch_tokens: 64,
+            spec_row_cost,
             ..Default::default()
         },
     )
@@ -128,6 +138,35 @@ fn ngram_k1_to_8_equals_plain_decode() {
                 "greedy n-gram drafts were accepted on the code-editing prompt"
             );
         }
+    }
+}
+
+/// The adaptive draft length (a per-step k from the acceptance estimate and the row cost) moves
+/// speed only: tokens and logits bits equal plain decode, and dear rows draft less.
+#[test]
+fn adaptive_draft_length_equals_plain_decode() {
+    let n = 24;
+    for params in [SamplingParams::greedy(), seeded()] {
+        let plain = run(&[(CODE.to_string(), params.clone(), None)], n);
+        let spec = SpecParams::parse("ngram", 8).unwrap();
+        let mut drafted = Vec::new();
+        for cost in [0.0, 0.1, 1.0] {
+            let got = run_with(&[(CODE.to_string(), params.clone(), Some(spec))], n, cost);
+            assert_eq!(got[0].0, plain[0].0, "row cost {cost}: tokens");
+            assert_eq!(
+                bits(&got[0].1),
+                bits(&plain[0].1),
+                "row cost {cost}: logits bits"
+            );
+            drafted.push(got[0].2);
+        }
+        // At a row cost of 1 a draft never pays more than its row: one token per verify.
+        assert!(
+            drafted[2] < drafted[0],
+            "drafted with k fixed {} vs row cost 1: {}",
+            drafted[0],
+            drafted[2]
+        );
     }
 }
 

@@ -57,8 +57,8 @@ pub struct Config {
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
-    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS), as `-D` defines; unset
-    /// ones come from the device defaults or the kernels.
+    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS), as
+    /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
     /// verify rows stop paying for themselves).
@@ -67,6 +67,10 @@ pub struct Config {
     /// average is below this (where the measured verify and draft cost outweigh the accepted
     /// tokens).
     pub spec_min_acceptance: f32,
+    /// Cost of one more speculative verify row, in decode steps of one sequence: with each
+    /// sequence's acceptance estimate it sets the draft length per step, up to the request's k
+    /// (0: always k). `memra tune` measures it per device.
+    pub spec_row_cost: f32,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
     /// Where each value came from (key → "built-in default", "config file …", "flag", or a
@@ -94,6 +98,13 @@ impl Config {
             "prefill_chunk" => self.prefill_chunk = int()?,
             "spec_max_running" => self.spec_max_running = int()?,
             "serve.max_batch_tokens" => self.serve.max_batch_tokens = int()?,
+            "spec_row_cost" => {
+                let f = v
+                    .as_float()
+                    .filter(|f| (0.0..=16.0).contains(f))
+                    .with_context(|| format!("{key} must be a number in [0, 16] (got {v})"))?;
+                self.spec_row_cost = f as f32;
+            }
             "spec_min_acceptance" => {
                 let f = v
                     .as_float()
@@ -103,7 +114,7 @@ impl Config {
             }
             other => anyhow::bail!(
                 "{other} is not a tunable key (prefill_chunk, spec_max_running, \
-                 spec_min_acceptance, serve.max_batch_tokens)"
+                 spec_min_acceptance, spec_row_cost, serve.max_batch_tokens)"
             ),
         }
         Ok(())
@@ -187,6 +198,7 @@ impl Default for Config {
             kernel_defines: BTreeMap::new(),
             spec_max_running: 8,
             spec_min_acceptance: 0.1,
+            spec_row_cost: 0.12,
             serve: ServeConfig::default(),
             sources: BTreeMap::new(),
         }
@@ -205,7 +217,8 @@ fn default_cache_dir() -> PathBuf {
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
     /// kv_block_size, kv_cache_mib, prefill_chunk, cuda_home, cuda_device,
-    /// gpu_memory_utilization, device_defaults, spec_max_running, spec_min_acceptance, a
+    /// gpu_memory_utilization, device_defaults, spec_max_running, spec_min_acceptance,
+    /// spec_row_cost, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
     /// keepalive_secs, drain_secs).
@@ -407,6 +420,9 @@ impl ConfigArgs {
         }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
             anyhow::bail!("spec_min_acceptance must be in [0, 1] and spec_max_running positive");
+        }
+        if !(0.0..=16.0).contains(&c.spec_row_cost) {
+            anyhow::bail!("spec_row_cost must be in [0, 16] (got {})", c.spec_row_cost);
         }
         if !(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0) {
             anyhow::bail!(

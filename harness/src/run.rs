@@ -210,6 +210,7 @@ fn run_speculative(
             max_context: loaded.model.config.max_context,
             spec_max_running: cfg.spec_max_running,
             spec_min_acceptance: cfg.spec_min_acceptance,
+            spec_row_cost: cfg.spec_row_cost,
             ..Default::default()
         },
     )?;

@@ -399,6 +399,16 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 vec![],
             ),
         );
+        engine_vals.insert(
+            "spec_row_cost".into(),
+            tuned(
+                toml::Value::Float((((cost - 1.0) / k as f64).max(0.0) * 1000.0).round() / 1000.0),
+                format!("(verify cost of K+1 = {} rows - 1) / K, in decode rows at depth {depth}: the cost of one more draft row", k + 1),
+                "decode rows",
+                &[cost],
+                vec![],
+            ),
+        );
         let mut best_b = 1usize;
         let mut cands = Vec::new();
         let cap = engine.blocks.num_blocks() * engine.blocks.block_size() / (depth + k + 1);

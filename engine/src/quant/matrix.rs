@@ -140,6 +140,40 @@ fn accumulate2(l0: &mut [f32; 8], l1: &mut [f32; 8], w: &[f32], a: &[f32], b: &[
     }
 }
 
+/// [`accumulate`] for four tokens sharing the weights `w` (a speculative verify's rows): the
+/// same per-lane operations, in the same order, for each; four independent add chains per weight
+/// load instead of two.
+#[inline(always)]
+fn accumulate4(l: &mut [[f32; 8]], w: &[f32], x: [&[f32]; 4]) {
+    let [l0, l1, l2, l3] = l else {
+        unreachable!("accumulate4 takes four tokens' lanes")
+    };
+    let cw = w.chunks_exact(8);
+    let c = x.map(|x| x.chunks_exact(8));
+    let rw = cw.remainder();
+    let r = [
+        c[0].remainder(),
+        c[1].remainder(),
+        c[2].remainder(),
+        c[3].remainder(),
+    ];
+    let [c0, c1, c2, c3] = c;
+    for ((((cw, a), b), c), d) in cw.zip(c0).zip(c1).zip(c2).zip(c3) {
+        for j in 0..8 {
+            l0[j] += cw[j] * a[j];
+            l1[j] += cw[j] * b[j];
+            l2[j] += cw[j] * c[j];
+            l3[j] += cw[j] * d[j];
+        }
+    }
+    for (j, w) in rw.iter().enumerate() {
+        l0[j] += w * r[0][j];
+        l1[j] += w * r[1][j];
+        l2[j] += w * r[2][j];
+        l3[j] += w * r[3][j];
+    }
+}
+
 #[inline(always)]
 fn combine(l: &[f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
@@ -214,17 +248,23 @@ impl BlockMatrix {
                 dequantize_row(self.dtype, src, &mut buf[..len]);
                 let w = &buf[..len];
                 // k is a multiple of CHUNK (so of 8): lane = (k + j) mod 8 = j mod 8. Tokens go in
-                // pairs so each dequantized weight load serves two; every token's lanes see the
-                // same operations in the same order either way.
-                let mut pairs = lanes.chunks_exact_mut(2);
-                for (p, l) in pairs.by_ref().enumerate() {
-                    let (a, b) = (2 * p * cols + k, (2 * p + 1) * cols + k);
+                // fours, then a pair, then one, so each dequantized weight load serves several;
+                // every token's lanes see the same operations in the same order either way.
+                let xs = |t: usize| &x[t * cols + k..t * cols + k + len];
+                let mut quads = lanes.chunks_exact_mut(4);
+                for (q, l) in quads.by_ref().enumerate() {
+                    let t = 4 * q;
+                    accumulate4(l, w, [xs(t), xs(t + 1), xs(t + 2), xs(t + 3)]);
+                }
+                let rest = quads.into_remainder();
+                let t0 = t_count - rest.len();
+                let mut pairs = rest.chunks_exact_mut(2);
+                if let Some(l) = pairs.next() {
                     let (l0, l1) = l.split_at_mut(1);
-                    accumulate2(&mut l0[0], &mut l1[0], w, &x[a..a + len], &x[b..b + len]);
+                    accumulate2(&mut l0[0], &mut l1[0], w, xs(t0), xs(t0 + 1));
                 }
                 if let [l] = pairs.into_remainder() {
-                    let t = t_count - 1;
-                    accumulate(l, w, &x[t * cols + k..t * cols + k + len]);
+                    accumulate(l, w, xs(t_count - 1));
                 }
                 k += len;
             }
@@ -232,5 +272,59 @@ impl BlockMatrix {
                 out[t * n + i] = combine(l);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A row's output has the same bits whatever the number of tokens in the pass (so whichever
+    /// of the 4-, 2- and 1-token paths computes it), for a K that is not a multiple of CHUNK.
+    #[test]
+    fn matmul_rows_is_independent_of_the_token_count() {
+        let (rows, cols) = (5usize, 2 * CHUNK + 40);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let w: Vec<u8> = (0..rows * cols)
+            .flat_map(|_| next().to_le_bytes())
+            .collect();
+        let m =
+            quant_matrix(DType::F32, rows, cols, Storage::Owned(Arc::new(w))).expect("f32 matrix");
+        let tokens = 11;
+        let x: Vec<f32> = (0..tokens * cols).map(|_| next()).collect();
+        let mut solo = vec![0f32; tokens * rows];
+        for t in 0..tokens {
+            m.matmul_rows(
+                &x[t * cols..(t + 1) * cols],
+                0..rows,
+                &mut solo[t * rows..][..rows],
+            );
+        }
+        for t_count in [2, 3, 4, 5, 7, 8, 11] {
+            let mut out = vec![0f32; t_count * rows];
+            m.matmul_rows(&x[..t_count * cols], 0..rows, &mut out);
+            for (i, (a, b)) in out.iter().zip(&solo).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{t_count} tokens, output {i}");
+            }
+        }
+        // And the values are the dot products (to f32 rounding).
+        let mut wrow = vec![0f32; cols];
+        m.row_into(3, &mut wrow);
+        let exact: f64 = wrow
+            .iter()
+            .zip(&x[2 * cols..3 * cols])
+            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+            .sum();
+        assert!(
+            (f64::from(solo[2 * rows + 3]) - exact).abs() < 1e-4,
+            "{exact}"
+        );
     }
 }

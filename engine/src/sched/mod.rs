@@ -44,6 +44,10 @@ pub struct SchedulerConfig {
     /// Stop speculating for a sequence whose acceptance rate (moving average) falls below this;
     /// it probes again every 16 steps.
     pub spec_min_acceptance: f32,
+    /// Cost of one more verify row, in decode steps of one sequence (a verify of k drafts costs
+    /// about 1 + k × this). With the sequence's estimated per-token acceptance it sets each
+    /// step's draft length ([`spec::draft_len`]); 0 always drafts the request's k.
+    pub spec_row_cost: f32,
 }
 
 impl Default for SchedulerConfig {
@@ -56,6 +60,7 @@ impl Default for SchedulerConfig {
             canary: None,
             spec_max_running: 8,
             spec_min_acceptance: 0.1,
+            spec_row_cost: 0.0,
         }
     }
 }
@@ -243,6 +248,10 @@ struct Seq {
     /// speculation is paused.
     accept_rate: f32,
     spec_pause: u32,
+    /// Decayed counts of draft positions verified and accepted (a rejection ends a draft), the
+    /// per-token acceptance estimate behind the draft length.
+    spec_trials: f32,
+    spec_hits: f32,
     /// The draft model's KV for this sequence (its own block pool) and how many positions of it
     /// are valid.
     draft_state: DraftState,
@@ -265,6 +274,8 @@ impl Seq {
             accepted: 0,
             accept_rate: 1.0,
             spec_pause: 0,
+            spec_trials: 0.0,
+            spec_hits: 0.0,
             draft_state: DraftState::default(),
         }
     }

@@ -42,10 +42,10 @@ impl Core {
             return (0, None);
         }
         let room = self.cfg.max_context.saturating_sub(s.tokens.len() + 1);
-        (
-            spec.k.min(budget.saturating_sub(1)).min(room),
-            Some(spec.method),
-        )
+        // Prior: 2 of 2 accepted, so a new sequence starts near the request's k.
+        let p = (s.spec_hits + 2.0) / (s.spec_trials + 2.0);
+        let k = crate::spec::draft_len(p, self.cfg.spec_row_cost, spec.k);
+        (k.min(budget.saturating_sub(1)).min(room), Some(spec.method))
     }
 
     pub(super) fn step(&mut self) -> Result<()> {
@@ -332,6 +332,12 @@ impl Core {
             accepted as f32 / draft.len() as f32
         };
         s.accept_rate = 0.7 * s.accept_rate + 0.3 * rate;
+        if !draft.is_empty() {
+            // Positions tried: the accepted ones plus the rejected one, if any.
+            let tried = (accepted + usize::from(accepted < draft.len())) as f32;
+            s.spec_trials = 0.8 * s.spec_trials + tried;
+            s.spec_hits = 0.8 * s.spec_hits + accepted as f32;
+        }
         if s.accept_rate < self.cfg.spec_min_acceptance {
             s.spec_pause = 16;
         }

@@ -61,6 +61,31 @@ impl SpecParams {
     }
 }
 
+/// The draft length that maximizes expected tokens per unit of step time, up to `k_max`:
+/// with per-token acceptance `p` (each draft token accepted with probability p while all before
+/// it were), a verify of k drafts yields 1 + p + p² + … + pᵏ tokens on average and costs about
+/// 1 + k·`row_cost` decode steps (the row cost measured per device). `row_cost` ≤ 0 gives
+/// `k_max`. The choice only changes speed: every draft is verified, so output is unchanged.
+/// (Dynamic draft length in the spirit of Leviathan et al. 2023 §3.5 and Mamou et al. 2024,
+/// "Dynamic Speculation Lookahead".)
+pub fn draft_len(p: f32, row_cost: f32, k_max: usize) -> usize {
+    if row_cost <= 0.0 || k_max <= 1 {
+        return k_max;
+    }
+    let p = p.clamp(0.0, 1.0);
+    let (mut best, mut best_rate) = (1, 0.0f32);
+    let (mut tokens, mut pk) = (1.0f32, 1.0f32);
+    for k in 1..=k_max {
+        pk *= p;
+        tokens += pk;
+        let rate = tokens / (1.0 + k as f32 * row_cost);
+        if rate > best_rate {
+            (best, best_rate) = (k, rate);
+        }
+    }
+    best
+}
+
 pub mod drafters;
 pub use drafters::{DraftJob, DraftModelDrafter, DraftState, Drafter, LayerSkipDrafter};
 
@@ -151,6 +176,26 @@ mod tests {
         );
         // Only 2 tokens of context before the edit: below EDIT_NGRAM, nothing.
         assert!(d.propose(&[8, 2, 3, 4, 5, 6, 1, 2, 3, 9], 3).is_empty());
+    }
+
+    #[test]
+    fn draft_len_follows_acceptance_and_cost() {
+        // Free verify rows, or no cost model: the request's k.
+        assert_eq!(draft_len(0.3, 0.0, 8), 8);
+        // Near-certain acceptance with cheap rows: draft all 8; coin-flip acceptance: 2
+        // ((1 + .5 + .25) / 1.3 = 1.35 beats 1 draft's 1.5 / 1.15 = 1.30 and 3 drafts' 1.30).
+        assert_eq!(draft_len(0.99, 0.1, 8), 8);
+        assert_eq!(draft_len(0.5, 0.15, 8), 2);
+        // Rarely accepted: one draft (the least a speculating step proposes).
+        assert_eq!(draft_len(0.05, 0.15, 8), 1);
+        // More acceptance never shortens the draft; dearer rows never lengthen it.
+        let mut last = 0;
+        for i in 0..=20 {
+            let k = draft_len(i as f32 / 20.0, 0.12, 16);
+            assert!(k >= last, "p = {}: {k} < {last}", i as f32 / 20.0);
+            last = k;
+        }
+        assert!(draft_len(0.8, 0.5, 16) <= draft_len(0.8, 0.1, 16));
     }
 
     #[test]

@@ -70,6 +70,7 @@ impl Sched {
                 max_context,
                 spec_max_running: cfg.spec_max_running,
                 spec_min_acceptance: cfg.spec_min_acceptance,
+                spec_row_cost: cfg.spec_row_cost,
                 ..Default::default()
             },
         )

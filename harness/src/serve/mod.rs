@@ -225,6 +225,7 @@ fn load_models(
             canary: SCHED_CANARY.get().copied().flatten(),
             spec_max_running: cfg.spec_max_running,
             spec_min_acceptance: cfg.spec_min_acceptance,
+            spec_row_cost: cfg.spec_row_cost,
         };
         let make_draft = match &cfg.serve.draft_model {
             Some(d) => {
