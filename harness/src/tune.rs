@@ -12,7 +12,8 @@
 //!   tokens per verify, (1 − α^(K+1)) / (1 − α) at acceptance α (Leviathan et al. 2023, eq. 1),
 //!   exceed c(K). `spec_min_acceptance` is the break-even α at K = 4; `spec_max_running` the
 //!   largest batch at which a verify still pays at α = 0.6 (the n-gram acceptance measured on
-//!   code editing, research/spec/).
+//!   code editing, research/spec/); `spec_row_cost` = (c(K) − 1) / K, the cost of one more
+//!   verify row that sets the per-step draft length (`spec::draft_len`).
 
 use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
@@ -399,13 +400,14 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 vec![],
             ),
         );
+        let row_cost = ((cost - 1.0) / k as f64).max(0.0);
         engine_vals.insert(
             "spec_row_cost".into(),
             tuned(
-                toml::Value::Float((((cost - 1.0) / k as f64).max(0.0) * 1000.0).round() / 1000.0),
+                toml::Value::Float((row_cost * 1000.0).round() / 1000.0),
                 format!("(verify cost of K+1 = {} rows - 1) / K, in decode rows at depth {depth}: the cost of one more draft row", k + 1),
                 "decode rows",
-                &[cost],
+                &[row_cost],
                 vec![],
             ),
         );

@@ -91,6 +91,8 @@ pub struct DeviceInfo {
     pub driver_version: i32,
     /// The NVRTC target for this device (`sm_90a` on H100/H200).
     pub arch: String,
+    /// Most dynamic shared memory one block may opt in to, bytes (227 KiB on H100/H200).
+    pub max_smem_optin: usize,
 }
 
 impl DeviceInfo {
@@ -141,6 +143,10 @@ impl CudaDevice {
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
             )
             .map_err(drv)?;
+        let max_smem_optin = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(drv)?
+            .max(0) as usize;
         let (free_mem, total_mem) = ctx.mem_get_info().map_err(drv)?;
         let mut driver_version = 0;
         // SAFETY: the driver library is loaded (the context exists); the out-pointer is valid.
@@ -156,6 +162,7 @@ impl CudaDevice {
             free_mem,
             driver_version,
             arch: compile::arch_for(cc.0, cc.1),
+            max_smem_optin,
         };
         Ok(CudaDevice {
             ctx,

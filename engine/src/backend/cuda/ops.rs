@@ -339,6 +339,9 @@ impl CudaDevice {
     ) -> Result<()> {
         let (k, r) = (w.cols, w.rows);
         let m = x.len() / k.max(1);
+        if m == 0 && x.is_empty() && ys.iter().all(|y| y.is_empty()) {
+            return Ok(());
+        }
         let rows: Vec<usize> = ys.iter().map(|y| y.len() / m.max(1)).collect();
         check(
             k.is_multiple_of(32)
@@ -358,9 +361,14 @@ impl CudaDevice {
         if m == 0 {
             return Ok(());
         }
-        // M = 1 (decode) takes the one-token tile: same per-output operations, fewer registers.
-        let m1 = if m == 1 { "_m1" } else { "" };
-        let mut cfg = self.linear_grid(m, r);
+        // M = 1 (decode) takes the one-token kernel: same per-output operations. A repacked
+        // matrix whose x would not fit the one-token kernel's shared memory on this device
+        // (ceil(k / 1024) chunks of 4,224 bytes) takes the tiled kernel instead, which computes
+        // each row identically.
+        let m1_smem = k.div_ceil(1024) * (4096 + 128);
+        let one_token = m == 1 && (w.aux.is_none() || m1_smem <= self.info().max_smem_optin);
+        let m1 = if one_token { "_m1" } else { "" };
+        let mut cfg = self.linear_grid(if one_token { 1 } else { m.max(2) }, r);
         let func = match (&w.aux, w.dtype) {
             (None, d) => format!("linear_{}{m1}", fmt_suffix(d)),
             (Some(_), DType::Q8_0) => format!("linear_q8_0_r{m1}"),
@@ -368,7 +376,7 @@ impl CudaDevice {
             (Some(_), d) => return Err(Error::Unsupported(format!("repacked {}", d.name()))),
         };
         if w.aux.is_some() {
-            if m == 1 {
+            if one_token {
                 // One-token kernel: every block stages all of x (ceil(k / 1024) swizzled chunks of
                 // 4 KiB and their unit sums) once, then walks row groups of QLIN_M1_WARPS warps;
                 // QLIN_M1_BLOCKS blocks per SM at most.
@@ -378,7 +386,7 @@ impl CudaDevice {
                 let per_sm = self.define("QLIN_M1_BLOCKS", 8);
                 cfg.grid_dim.0 = groups.min(per_sm * self.info().sm_count.max(1) as u32);
                 cfg.block_dim.0 = 32 * warps;
-                cfg.shared_mem_bytes = k.div_ceil(1024) as u32 * (4096 + 128);
+                cfg.shared_mem_bytes = m1_smem as u32;
             } else {
                 // The token tile is capped at 8 (QLIN_TOKENS); each token stages one 1,024-element
                 // chunk of x (4 KiB) and its 32 unit sums at a time.

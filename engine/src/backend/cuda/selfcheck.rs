@@ -267,7 +267,14 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let ms = [1usize, 3, 8, 9, 33];
     let mmax = *ms.last().expect("ms");
     let mut out = Vec::new();
-    let mut cases = vec![(DType::BF16, 576usize, 70usize), (DType::Q8_0, 1536, 33)];
+    // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
+    // and a K whose one-token staging (12 chunks, 50 KiB) needs the shared-memory opt-in.
+    let mut cases = vec![
+        (DType::BF16, 576usize, 70usize),
+        (DType::Q8_0, 1536, 33),
+        (DType::Q4_K, 2560, 40),
+        (DType::Q8_0, 12288, 8),
+    ];
     cases.extend(ALL_DTYPES.iter().map(|&d| (d, 1024usize, 96usize)));
     for (dtype, k, r) in cases {
         let wb = random_weights(rng, dtype, r, k);
@@ -291,10 +298,12 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         }
         let wd = DevMatrix::upload(dev, &wb, dtype, r, k, None)?;
         let wr = DevMatrix::upload_repacked(dev, &wb, dtype, r, k, None)?;
-        // The matrix fused with itself (as Q|K|V are at upload): both halves must come out with
-        // the bits of the unfused matrix.
-        let twice: Vec<u8> = wb.iter().chain(&wb).copied().collect();
-        let wf = DevMatrix::upload_repacked(dev, &twice, dtype, 2 * r, k, None)?;
+        // The matrix fused three times with itself and a bias (as Q|K|V are at upload): each
+        // third must come out with the bits of the unfused matrix plus the bias (one f32 add).
+        let thrice: Vec<u8> = wb.iter().chain(&wb).chain(&wb).copied().collect();
+        let b = rng.vec(r, -1.0, 1.0);
+        let b3: Vec<f32> = b.iter().chain(&b).chain(&b).copied().collect();
+        let wf = DevMatrix::upload_repacked(dev, &thrice, dtype, 3 * r, k, Some(&b3))?;
         let mut passes = Vec::new();
         let mut repacked_same = true;
         let mut fused_same = true;
@@ -313,14 +322,16 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             }
             let mut ya = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
             let mut yb = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
-            dev.linear_split(&xd, &wf, &mut [&mut ya, &mut yb], false)?;
-            for y in [&ya, &yb] {
+            let mut yc = s.alloc_zeros::<f32>(m * r).map_err(drv)?;
+            dev.linear_split(&xd, &wf, &mut [&mut ya, &mut yb, &mut yc], false)?;
+            for y in [&ya, &yb, &yc] {
                 fused_same &= s
                     .clone_dtoh(y)
                     .map_err(drv)?
                     .iter()
                     .zip(&raw)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                    .enumerate()
+                    .all(|(i, (a, v))| a.to_bits() == (v + b[i % r]).to_bits());
             }
             passes.push((m, raw));
         }
@@ -334,9 +345,9 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             case: format!("K={k} R={r} M={ms:?}"),
             max_abs_diff: d,
             tolerance: if wr.aux.is_some() {
-                "1e-5·Σ|w·x|; _r, fused bit-equal".into()
+                "1e-5·Σ|w·x|; _r, fused+bias bit-equal".into()
             } else {
-                "1e-5·Σ|w·x|; fused bit-equal".into()
+                "1e-5·Σ|w·x|; fused+bias bit-equal".into()
             },
             within: ok && repacked_same && fused_same,
             batch_identical: Some(same_bits(&passes, r)),
