@@ -148,25 +148,28 @@ fn adaptive_draft_length_equals_plain_decode() {
     let n = 24;
     for params in [SamplingParams::greedy(), seeded()] {
         let plain = run(&[(CODE.to_string(), params.clone(), None)], n);
-        let spec = SpecParams::parse("ngram", 8).unwrap();
-        let mut drafted = Vec::new();
-        for cost in [0.0, 0.1, 1.0] {
-            let got = run_with(&[(CODE.to_string(), params.clone(), Some(spec))], n, cost);
-            assert_eq!(got[0].0, plain[0].0, "row cost {cost}: tokens");
-            assert_eq!(
-                bits(&got[0].1),
-                bits(&plain[0].1),
-                "row cost {cost}: logits bits"
+        // n-gram drafts cost nothing to make; layer-skip's cost their share of the layers.
+        for method in ["ngram", "layerskip:15"] {
+            let spec = SpecParams::parse(method, 8).unwrap();
+            let mut drafted = Vec::new();
+            for cost in [0.0, 0.1, 1.0] {
+                let got = run_with(&[(CODE.to_string(), params.clone(), Some(spec))], n, cost);
+                assert_eq!(got[0].0, plain[0].0, "{method} row cost {cost}: tokens");
+                assert_eq!(
+                    bits(&got[0].1),
+                    bits(&plain[0].1),
+                    "{method} row cost {cost}: logits bits"
+                );
+                drafted.push(got[0].2);
+            }
+            // At a row cost of 1 a draft never pays more than its row: one token per verify.
+            assert!(
+                drafted[2] < drafted[0],
+                "{method}: drafted with k fixed {} vs row cost 1: {}",
+                drafted[0],
+                drafted[2]
             );
-            drafted.push(got[0].2);
         }
-        // At a row cost of 1 a draft never pays more than its row: one token per verify.
-        assert!(
-            drafted[2] < drafted[0],
-            "drafted with k fixed {} vs row cost 1: {}",
-            drafted[0],
-            drafted[2]
-        );
     }
 }
 

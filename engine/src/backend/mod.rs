@@ -105,6 +105,16 @@ pub trait Backend: Send {
     fn num_blocks(&self) -> usize;
     /// Vocabulary size (logits row length).
     fn vocab_size(&self) -> usize;
+    /// Decoder layers of the model (0 when unknown). The speculation policy prices a layer-skip
+    /// draft token as its share of them.
+    fn n_layers(&self) -> usize {
+        0
+    }
+    /// Bytes of weights one decode step reads (0 when unknown). The speculation policy prices a
+    /// draft model's token as its bytes over the target's.
+    fn weight_bytes(&self) -> usize {
+        0
+    }
     /// Runs one forward over every chunk of `batch` (all rows in one pass), writes each token's K/V
     /// into its block table, and returns the wanted logits rows (`vocab_size` f32 each) in batch
     /// order. The contract: a row's logits are bit-identical whatever else is in the batch and

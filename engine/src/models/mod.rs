@@ -113,6 +113,38 @@ impl Loader<'_> {
 }
 
 impl Model {
+    /// Bytes of the weights in their stored format (matrices as stored, vectors as f32): what
+    /// one decode step reads, and what a backend holds.
+    pub fn weight_bytes(&self) -> usize {
+        let model = self;
+        let m = |q: &Arc<dyn QuantMatrix>| q.raw().len();
+        let v = |x: &Option<Vec<f32>>| x.as_ref().map_or(0, |x| 4 * x.len());
+        let mut n = m(&model.embed) + 4 * model.out_norm.len();
+        if !Arc::ptr_eq(&model.lm_head, &model.embed) {
+            n += m(&model.lm_head);
+        }
+        for l in &model.layers {
+            n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
+                .iter()
+                .map(|q| m(q))
+                .sum::<usize>();
+            n += 4 * (l.attn_norm.len() + l.ffn_norm.len());
+            n += [
+                &l.bq,
+                &l.bk,
+                &l.bv,
+                &l.q_norm,
+                &l.k_norm,
+                &l.post_attn_norm,
+                &l.post_ffn_norm,
+            ]
+            .iter()
+            .map(|x| v(x))
+            .sum::<usize>();
+        }
+        n
+    }
+
     /// Loads every weight the configuration calls for. Errors name the source and the tensor:
     /// missing, wrong shape, or a row length that is not a whole number of quant blocks.
     pub fn load(mut config: ModelConfig, src: &dyn TensorSource) -> Result<Model> {

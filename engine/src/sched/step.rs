@@ -44,8 +44,27 @@ impl Core {
         let room = self.cfg.max_context.saturating_sub(s.tokens.len() + 1);
         // Prior: 2 of 2 accepted, so a new sequence starts near the request's k.
         let p = (s.spec_hits + 2.0) / (s.spec_trials + 2.0);
-        let k = crate::spec::draft_len(p, self.cfg.spec_row_cost, spec.k);
+        let k = crate::spec::draft_len(
+            p,
+            self.cfg.spec_row_cost,
+            self.draft_cost(spec.method),
+            spec.k,
+        );
         (k.min(budget.saturating_sub(1)).min(room), Some(spec.method))
+    }
+
+    /// Cost of drafting one token with `method`, in decode steps of the target: 0 for n-gram
+    /// lookup, the layer share for layer-skip, the draft model's weight bytes over the target's;
+    /// 0 when the backend does not say.
+    fn draft_cost(&self, method: SpecMethod) -> f32 {
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f32 / b as f32 };
+        match method {
+            SpecMethod::Ngram { .. } => 0.0,
+            SpecMethod::LayerSkip { layers } => ratio(layers, self.backend.n_layers()),
+            SpecMethod::DraftModel => self.draft.as_ref().map_or(0.0, |d| {
+                ratio(d.backend.weight_bytes(), self.backend.weight_bytes())
+            }),
+        }
     }
 
     pub(super) fn step(&mut self) -> Result<()> {

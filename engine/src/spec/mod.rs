@@ -64,14 +64,16 @@ impl SpecParams {
 /// The draft length that maximizes expected tokens per unit of step time, up to `k_max`:
 /// with per-token acceptance `p` (each draft token accepted with probability p while all before
 /// it were), a verify of k drafts yields 1 + p + p² + … + pᵏ tokens on average and costs about
-/// 1 + k·`row_cost` decode steps (the row cost measured per device). `row_cost` ≤ 0 gives
-/// `k_max`. The choice only changes speed: every draft is verified, so output is unchanged.
-/// (Dynamic draft length in the spirit of Leviathan et al. 2023 §3.5 and Mamou et al. 2024,
-/// "Dynamic Speculation Lookahead".)
-pub fn draft_len(p: f32, row_cost: f32, k_max: usize) -> usize {
+/// 1 + k·(`row_cost` + `draft_cost`) decode steps: the verify row (measured per device) plus
+/// drafting the token (0 for n-gram lookup, L / layers for layer-skip, the draft model's bytes
+/// over the target's). `row_cost` ≤ 0 turns the policy off (`k_max`). The choice only changes
+/// speed: every draft is verified, so output is unchanged. (Dynamic draft length in the spirit
+/// of Leviathan et al. 2023 §3.5 and Mamou et al. 2024, "Dynamic Speculation Lookahead".)
+pub fn draft_len(p: f32, row_cost: f32, draft_cost: f32, k_max: usize) -> usize {
     if row_cost <= 0.0 || k_max <= 1 {
         return k_max;
     }
+    let row_cost = row_cost + draft_cost.max(0.0);
     let p = p.clamp(0.0, 1.0);
     let (mut best, mut best_rate) = (1, 0.0f32);
     let (mut tokens, mut pk) = (1.0f32, 1.0f32);
@@ -181,21 +183,25 @@ mod tests {
     #[test]
     fn draft_len_follows_acceptance_and_cost() {
         // Free verify rows, or no cost model: the request's k.
-        assert_eq!(draft_len(0.3, 0.0, 8), 8);
+        assert_eq!(draft_len(0.3, 0.0, 0.0, 8), 8);
         // Near-certain acceptance with cheap rows: draft all 8; coin-flip acceptance: 2
         // ((1 + .5 + .25) / 1.3 = 1.35 beats 1 draft's 1.5 / 1.15 = 1.30 and 3 drafts' 1.30).
-        assert_eq!(draft_len(0.99, 0.1, 8), 8);
-        assert_eq!(draft_len(0.5, 0.15, 8), 2);
+        assert_eq!(draft_len(0.99, 0.1, 0.0, 8), 8);
+        assert_eq!(draft_len(0.5, 0.15, 0.0, 8), 2);
         // Rarely accepted: one draft (the least a speculating step proposes).
-        assert_eq!(draft_len(0.05, 0.15, 8), 1);
+        assert_eq!(draft_len(0.05, 0.15, 0.0, 8), 1);
         // More acceptance never shortens the draft; dearer rows never lengthen it.
         let mut last = 0;
         for i in 0..=20 {
-            let k = draft_len(i as f32 / 20.0, 0.12, 16);
+            let k = draft_len(i as f32 / 20.0, 0.12, 0.0, 16);
             assert!(k >= last, "p = {}: {k} < {last}", i as f32 / 20.0);
             last = k;
         }
-        assert!(draft_len(0.8, 0.5, 16) <= draft_len(0.8, 0.1, 16));
+        assert!(draft_len(0.8, 0.5, 0.0, 16) <= draft_len(0.8, 0.1, 0.0, 16));
+        // A draft that costs to make shortens the draft like a dearer row.
+        assert_eq!(draft_len(0.8, 0.1, 0.4, 16), draft_len(0.8, 0.5, 0.0, 16));
+        // No row cost: the policy is off whatever drafting costs.
+        assert_eq!(draft_len(0.9, 0.0, 0.3, 16), 16);
     }
 
     #[test]

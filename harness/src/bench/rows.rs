@@ -133,7 +133,7 @@ impl Env {
                 .first()
                 .map_or("?", |l| l.w_gate.dtype().name())
                 .into(),
-            weight_bytes: memra_engine::backend::cuda::backend::weight_bytes(m),
+            weight_bytes: m.weight_bytes(),
             kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config),
             threads,
         })

@@ -150,6 +150,12 @@ impl Backend for CpuBackend {
     fn vocab_size(&self) -> usize {
         self.model.config.vocab_size
     }
+    fn n_layers(&self) -> usize {
+        self.model.layers.len()
+    }
+    fn weight_bytes(&self) -> usize {
+        self.model.weight_bytes()
+    }
 
     fn copy_block(&mut self, src: u32, dst: u32) {
         let c = &self.model.config;

@@ -156,7 +156,7 @@ impl CudaWeights {
         }
         let tied = Arc::ptr_eq(&model.lm_head, &model.embed);
         let rope = |base: f32| Rope::new(c.head_dim, base, c.rope_style);
-        let bytes = weight_bytes(model);
+        let bytes = model.weight_bytes();
         let e = &model.embed;
         Ok(CudaWeights {
             // Raw layout: the embedding gather reads it (and the LM head when tied).
@@ -180,36 +180,6 @@ impl CudaWeights {
     fn lm_head(&self) -> &DevMatrix {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
-}
-
-/// Bytes `model`'s weights take on the device (matrices in their stored format, vectors f32).
-pub fn weight_bytes(model: &Model) -> usize {
-    let m = |q: &Arc<dyn QuantMatrix>| q.raw().len();
-    let v = |x: &Option<Vec<f32>>| x.as_ref().map_or(0, |x| 4 * x.len());
-    let mut n = m(&model.embed) + 4 * model.out_norm.len();
-    if !Arc::ptr_eq(&model.lm_head, &model.embed) {
-        n += m(&model.lm_head);
-    }
-    for l in &model.layers {
-        n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
-            .iter()
-            .map(|q| m(q))
-            .sum::<usize>();
-        n += 4 * (l.attn_norm.len() + l.ffn_norm.len());
-        n += [
-            &l.bq,
-            &l.bk,
-            &l.bv,
-            &l.q_norm,
-            &l.k_norm,
-            &l.post_attn_norm,
-            &l.post_ffn_norm,
-        ]
-        .iter()
-        .map(|x| v(x))
-        .sum::<usize>();
-    }
-    n
 }
 
 /// Bytes of KV cache per token position (all layers, K and V, f32).
@@ -378,6 +348,12 @@ impl Backend for CudaBackend {
     }
     fn vocab_size(&self) -> usize {
         self.model.config.vocab_size
+    }
+    fn n_layers(&self) -> usize {
+        self.model.layers.len()
+    }
+    fn weight_bytes(&self) -> usize {
+        self.model.weight_bytes()
     }
 
     fn copy_block(&mut self, src: u32, dst: u32) {
