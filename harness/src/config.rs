@@ -419,7 +419,11 @@ impl ConfigArgs {
             }
         }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
-            anyhow::bail!("spec_min_acceptance must be in [0, 1] and spec_max_running positive");
+            anyhow::bail!(
+                "spec_min_acceptance must be in [0, 1] (got {}) and spec_max_running positive (got {})",
+                c.spec_min_acceptance,
+                c.spec_max_running
+            );
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {
             anyhow::bail!("spec_row_cost must be in [0, 16] (got {})", c.spec_row_cost);

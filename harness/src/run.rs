@@ -251,7 +251,7 @@ fn run_speculative(
     let first = first.unwrap_or(total);
     let decode = (total - first).as_secs_f64();
     eprintln!(
-        "speculative {:?} k={}: {} tokens; decode {:.1} tok/s; drafted {}, accepted {} ({:.0}%)",
+        "speculative {} k={}: {} tokens; decode {:.1} tok/s; drafted {}, accepted {} ({:.0}%)",
         spec.method,
         spec.k,
         tokens.len(),

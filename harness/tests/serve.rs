@@ -650,6 +650,19 @@ fn speculative_extension_changes_nothing_but_reports_counts() {
         let a = v["usage"]["speculative"]["accepted"].as_u64().unwrap_or(0);
         assert!(d > 0 && a <= d, "{spec}: {}", v["usage"]);
     }
+    // A speculating request that never drafts (one token: nothing to verify) still reports
+    // its counts, as zeros.
+    let mut one = base.clone();
+    one["max_tokens"] = json!(1);
+    one["speculative"] = json!({"method": "ngram", "k": 4});
+    let (c, v) = s.post("/v1/completions", &one);
+    assert_eq!(c, 200, "{v}");
+    assert_eq!(
+        v["usage"]["speculative"],
+        json!({"drafted": 0, "accepted": 0}),
+        "{}",
+        v["usage"]
+    );
     let mut off = base.clone();
     off["speculative"] = json!("off");
     let (c, v) = s.post("/v1/completions", &off);

@@ -19,6 +19,17 @@ pub enum SpecMethod {
     DraftModel,
 }
 
+impl std::fmt::Display for SpecMethod {
+    /// The request syntax: `ngram:3`, `layerskip:12`, `draft`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecMethod::Ngram { max_n } => write!(f, "ngram:{max_n}"),
+            SpecMethod::LayerSkip { layers } => write!(f, "layerskip:{layers}"),
+            SpecMethod::DraftModel => write!(f, "draft"),
+        }
+    }
+}
+
 /// A request's speculation settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecParams {
@@ -50,7 +61,7 @@ impl SpecParams {
             "draft" => SpecMethod::DraftModel,
             _ => {
                 return Err(format!(
-                    "unknown speculative method {method:?} (ngram[:N], layerskip:L)"
+                    "unknown speculative method {method:?} (ngram[:N], layerskip:L, draft)"
                 ))
             }
         };
@@ -217,5 +228,9 @@ mod tests {
         assert!(SpecParams::parse("layerskip", 2).is_err());
         assert!(SpecParams::parse("medusa", 2).is_err());
         assert!(SpecParams::parse("ngram", 0).is_err());
+        // Display gives back the request syntax.
+        for m in ["ngram:3", "layerskip:6", "draft"] {
+            assert_eq!(SpecParams::parse(m, 2).unwrap().method.to_string(), m);
+        }
     }
 }

@@ -247,6 +247,9 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
+    if !args.vs.is_empty() && args.compare.is_none() && args.scenario != Some(Scenario::Decode) {
+        bail!("--vs anchors are measured for decode cells only");
+    }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let env = Env::measure(cfg, &loaded, &path)?;
@@ -278,9 +281,6 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         ctx.env.copy_gbps,
         out.display()
     );
-    if !args.vs.is_empty() && scenario != Scenario::Decode {
-        bail!("--vs anchors are measured for decode cells only");
-    }
     // The anchors run first, before memra builds its engine: memra's KV cache takes most of the
     // device memory (gpu_memory_utilization) and a pooled allocator need not hand it back.
     let anchored = measure_anchors(args, &ctx);

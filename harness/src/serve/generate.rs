@@ -59,9 +59,12 @@ pub struct Usage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     pub cached_tokens: usize,
-    /// Speculative draft tokens proposed and accepted (memra extension; reported when drafted).
+    /// Speculative draft tokens proposed and accepted (memra extension; reported, zeros
+    /// included, whenever the request speculates or anything was drafted).
     pub spec_drafted: u64,
     pub spec_accepted: u64,
+    /// The request asked for speculation (a method, not "off").
+    pub speculative: bool,
 }
 
 impl Usage {
@@ -73,7 +76,7 @@ impl Usage {
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
         });
-        if self.spec_drafted > 0 {
+        if self.speculative || self.spec_drafted > 0 {
             v["speculative"] =
                 serde_json::json!({"drafted": self.spec_drafted, "accepted": self.spec_accepted});
         }
@@ -179,7 +182,10 @@ impl Generation {
             ids,
             n: opts.n as usize,
             choices,
-            usage: Usage::default(),
+            usage: Usage {
+                speculative: opts.spec.is_some(),
+                ..Usage::default()
+            },
             arrived,
             first_token_seen: false,
             logprobs: logprobs.is_some(),
