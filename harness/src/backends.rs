@@ -51,6 +51,8 @@ pub fn use_cuda(cfg: &Config) -> Result<bool> {
 pub struct CudaPool {
     dev: Arc<CudaDevice>,
     weights: Mutex<Vec<(Arc<Model>, Arc<CudaWeights>)>>,
+    /// `cuda_graph_max_batch` of the configuration that opened the device.
+    graph_max_batch: usize,
 }
 
 static POOL: OnceLock<Arc<CudaPool>> = OnceLock::new();
@@ -73,6 +75,7 @@ impl CudaPool {
         let pool = Arc::new(CudaPool {
             dev: Arc::new(dev),
             weights: Mutex::new(Vec::new()),
+            graph_max_batch: cfg.cuda_graph_max_batch,
         });
         Ok(POOL.get_or_init(|| pool).clone())
     }
@@ -93,8 +96,9 @@ impl CudaPool {
         Ok(cw)
     }
 
-    /// A backend for `model` with `blocks` KV blocks of `block_size` positions, optionally the
-    /// shape-dependent split-K canary.
+    /// A backend for `model` with `blocks` KV blocks of `block_size` positions, decode steps of
+    /// up to `cuda_graph_max_batch` rows replayed as CUDA graphs, optionally the shape-dependent
+    /// split-K canary.
     pub fn backend(
         &self,
         model: &Arc<Model>,
@@ -108,7 +112,8 @@ impl CudaPool {
             self.weights(model)?,
             blocks,
             block_size,
-        )?;
+        )?
+        .with_graphs(self.graph_max_batch);
         Ok(if split_canary {
             b.with_shape_dependent_split()
         } else {
@@ -118,14 +123,18 @@ impl CudaPool {
 }
 
 /// Device memory one engine step's activations may need: `max_tokens` rows through every
-/// buffer of the forward pass plus a logits row per token, the sampling kernel's scratch, and
-/// 256 MiB for kernel images and allocator slack.
-fn activation_reserve(model: &Model, max_tokens: usize) -> usize {
+/// buffer of the forward pass plus a logits row per token, the buffers the CUDA graphs of row
+/// counts 1 ..= `graph_max_batch` keep (the same per row, plus attention partials for 8,192
+/// positions of context), the sampling kernel's scratch, and 256 MiB for kernel images and
+/// allocator slack.
+fn activation_reserve(model: &Model, max_tokens: usize, graph_max_batch: usize) -> usize {
     let c = &model.config;
     let q = c.n_heads * c.head_dim;
     let kv = c.n_kv_heads * c.head_dim;
     let per_token = 6 * c.hidden_size + 4 * q + 3 * kv + 3 * c.intermediate_size + c.vocab_size;
-    max_tokens * per_token * 4
+    let graph_rows = graph_max_batch * (graph_max_batch + 1) / 2;
+    let part_per_row = c.n_heads * 32 * (c.head_dim + 2);
+    (max_tokens * per_token + graph_rows * (per_token + part_per_row)) * 4
         + memra_engine::backend::cuda::sample::SampleScratch::bytes(c.vocab_size)
         + (256 << 20)
 }
@@ -145,7 +154,7 @@ pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, Backe
             &model.config,
             block_size,
             cfg.gpu_memory_utilization,
-            activation_reserve(model, max_tokens),
+            activation_reserve(model, max_tokens, cfg.cuda_graph_max_batch),
         )?;
         let model = model.clone();
         let make: BackendFactory = Box::new(move || {

@@ -71,6 +71,10 @@ pub struct Config {
     /// sequence's acceptance estimate it sets the draft length per step, up to the request's k
     /// (0: always k). `memra tune` measures it per device.
     pub spec_row_cost: f32,
+    /// CUDA: decode steps (every sequence one token, or a speculative verify) of up to this many
+    /// rows are captured into CUDA graphs and replayed; 0 turns graphs off. Logits are
+    /// bit-identical either way (the CUDA lane's gates check it).
+    pub cuda_graph_max_batch: usize,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
     /// Where each value came from (key → "built-in default", "config file …", "flag", or a
@@ -96,6 +100,13 @@ impl Config {
         };
         match key {
             "prefill_chunk" => self.prefill_chunk = int()?,
+            "cuda_graph_max_batch" => {
+                self.cuda_graph_max_batch = v
+                    .as_integer()
+                    .filter(|i| (0..=256).contains(i))
+                    .map(|i| i as usize)
+                    .with_context(|| format!("{key} must be an integer in [0, 256] (got {v})"))?
+            }
             "spec_max_running" => self.spec_max_running = int()?,
             "serve.max_batch_tokens" => self.serve.max_batch_tokens = int()?,
             "spec_row_cost" => {
@@ -113,8 +124,8 @@ impl Config {
                 self.spec_min_acceptance = f as f32;
             }
             other => anyhow::bail!(
-                "{other} is not a tunable key (prefill_chunk, spec_max_running, \
-                 spec_min_acceptance, spec_row_cost, serve.max_batch_tokens)"
+                "{other} is not a tunable key (prefill_chunk, cuda_graph_max_batch, \
+                 spec_max_running, spec_min_acceptance, spec_row_cost, serve.max_batch_tokens)"
             ),
         }
         Ok(())
@@ -199,6 +210,7 @@ impl Default for Config {
             spec_max_running: 8,
             spec_min_acceptance: 0.1,
             spec_row_cost: 0.12,
+            cuda_graph_max_batch: 32,
             serve: ServeConfig::default(),
             sources: BTreeMap::new(),
         }
@@ -217,8 +229,8 @@ fn default_cache_dir() -> PathBuf {
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
     /// kv_block_size, kv_cache_mib, prefill_chunk, cuda_home, cuda_device,
-    /// gpu_memory_utilization, device_defaults, spec_max_running, spec_min_acceptance,
-    /// spec_row_cost, a
+    /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, spec_max_running,
+    /// spec_min_acceptance, spec_row_cost, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
     /// keepalive_secs, drain_secs).
@@ -248,6 +260,9 @@ pub struct ConfigArgs {
     /// Fraction of GPU memory for weights + activations + KV cache [default: 0.9].
     #[arg(long, global = true)]
     pub gpu_memory_utilization: Option<f64>,
+    /// CUDA graphs for decode steps of up to this many rows, 0 = off [default: 32].
+    #[arg(long, global = true)]
+    pub cuda_graph_max_batch: Option<usize>,
     /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
     #[arg(long, global = true)]
     pub kv_cache_mib: Option<usize>,
@@ -317,6 +332,7 @@ impl ConfigArgs {
                 self.gpu_memory_utilization.is_some(),
             ),
             ("kv_cache_mib", self.kv_cache_mib.is_some()),
+            ("cuda_graph_max_batch", self.cuda_graph_max_batch.is_some()),
             ("prefill_chunk", self.prefill_chunk.is_some()),
             ("serve.host", self.host.is_some()),
             ("serve.port", self.port.is_some()),
@@ -362,6 +378,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.kv_cache_mib {
             c.kv_cache_mib = v;
+        }
+        if let Some(v) = self.cuda_graph_max_batch {
+            c.cuda_graph_max_batch = v;
         }
         if let Some(v) = self.prefill_chunk {
             c.prefill_chunk = v;
@@ -423,6 +442,12 @@ impl ConfigArgs {
                 "spec_min_acceptance must be in [0, 1] (got {}) and spec_max_running positive (got {})",
                 c.spec_min_acceptance,
                 c.spec_max_running
+            );
+        }
+        if c.cuda_graph_max_batch > 256 {
+            anyhow::bail!(
+                "cuda_graph_max_batch must be at most 256 (got {})",
+                c.cuda_graph_max_batch
             );
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {

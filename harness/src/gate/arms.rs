@@ -117,13 +117,26 @@ pub fn lane_name() -> &'static str {
     }
 }
 
-/// A backend of the gate's lane with `blocks` KV blocks, optionally the shape-dependent-split
-/// canary.
+/// How an arm's backend is broken, if at all (gate canaries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendCanary {
+    None,
+    /// Linear reductions split in two when a pass holds more than one row.
+    ShapeDependentSplit,
+    /// CUDA graphs replayed without refilling their inputs (CUDA lane only).
+    StaleGraphInputs,
+}
+
+/// A backend of the gate's lane with `blocks` KV blocks. `graphed`: decode steps go through CUDA
+/// graphs as configured (`cuda_graph_max_batch`); reference arms pass false, so every CUDA-lane
+/// gate compares graph replay with plain launches.
 pub fn lane_backend(
     model: &Arc<Model>,
     blocks: usize,
-    split_canary: bool,
+    canary: BackendCanary,
+    graphed: bool,
 ) -> memra_engine::Result<Box<dyn Backend>> {
+    let split_canary = canary == BackendCanary::ShapeDependentSplit;
     match LANE.get().unwrap_or(&Lane::Cpu) {
         Lane::Cpu => {
             let b = CpuBackend::new(model.clone(), blocks, BLOCK_SIZE);
@@ -135,7 +148,15 @@ pub fn lane_backend(
         }
         Lane::Cuda(pool) => pool
             .backend(model, blocks, BLOCK_SIZE, split_canary)
-            .map(|b| Box::new(b) as Box<dyn Backend>)
+            .map(|b| {
+                let b = if graphed { b } else { b.with_graphs(0) };
+                let b = if canary == BackendCanary::StaleGraphInputs {
+                    b.with_stale_graph_inputs()
+                } else {
+                    b
+                };
+                Box::new(b) as Box<dyn Backend>
+            })
             .map_err(|e| memra_engine::Error::Unsupported(format!("{e:#}"))),
     }
 }
@@ -152,7 +173,12 @@ pub fn solo(
     split_canary: bool,
 ) -> Result<Trace> {
     let chunk = if chunk == 0 { prompt.len() } else { chunk };
-    let mut e = Engine::new(lane_backend(model, BLOCKS, split_canary)?, chunk);
+    let canary = if split_canary {
+        BackendCanary::ShapeDependentSplit
+    } else {
+        BackendCanary::None
+    };
+    let mut e = Engine::new(lane_backend(model, BLOCKS, canary, false)?, chunk);
     let req = GenerateRequest {
         prompt: prompt.to_vec(),
         params: params.clone(),
@@ -186,7 +212,7 @@ pub fn scheduled(
     jobs: &[Job],
     max_tokens: usize,
     cfg: SchedulerConfig,
-    split_canary: bool,
+    canary: BackendCanary,
     mode: Submission,
 ) -> Result<(Vec<Trace>, Vec<usize>)> {
     let m = model.clone();
@@ -198,9 +224,9 @@ pub fn scheduled(
     });
     let d = model.clone();
     let draft: Option<memra_engine::sched::BackendFactory> =
-        wants_draft.then(|| Box::new(move || lane_backend(&d, 64, false)) as _);
+        wants_draft.then(|| Box::new(move || lane_backend(&d, 64, BackendCanary::None, true)) as _);
     let h = SchedulerHandle::spawn_with_draft(
-        Box::new(move || lane_backend(&m, BLOCKS, split_canary)),
+        Box::new(move || lane_backend(&m, BLOCKS, canary, true)),
         draft,
         cfg,
     )?;

@@ -170,7 +170,10 @@ fn hf_parity(g: &GateSpec, path: &Path, reference: &Path, perturb: bool) -> Resu
         }
     })?;
     let steps = r["steps"].as_u64().unwrap_or(64) as usize;
-    let mut e = Engine::new(super::arms::lane_backend(&loaded.model, 1024, false)?, 256);
+    let mut e = Engine::new(
+        super::arms::lane_backend(&loaded.model, 1024, super::arms::BackendCanary::None, true)?,
+        256,
+    );
     let reqs: Vec<GenerateRequest> = prompts
         .iter()
         .take(g.n_prompts.max(1))
@@ -253,8 +256,11 @@ pub fn backend_parity(
     let cpu_backend =
         memra_engine::backend::cpu::CpuBackend::new(reference.model.clone(), 1024, 16);
     let refs = Engine::new(Box::new(cpu_backend), 256).run_batch(&reqs, true)?;
-    let outs = Engine::new(super::arms::lane_backend(&fast.model, 1024, false)?, 256)
-        .run_batch(&reqs, true)?;
+    let outs = Engine::new(
+        super::arms::lane_backend(&fast.model, 1024, super::arms::BackendCanary::None, true)?,
+        256,
+    )
+    .run_batch(&reqs, true)?;
     let mut tally = Tally::new(bound, ("cpu", "fast"));
     for (pi, (r, out)) in refs.iter().zip(&outs).enumerate() {
         for s in 0..r.tokens.len().min(out.tokens.len()) {

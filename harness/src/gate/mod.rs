@@ -10,7 +10,7 @@ mod spec;
 
 use crate::config::Config;
 use anyhow::{bail, Context, Result};
-use arms::{compare, sched_config, scheduled, solo, Diff, Job, Submission, Trace};
+use arms::{compare, sched_config, scheduled, solo, BackendCanary, Diff, Job, Submission, Trace};
 use clap::Args;
 use memra_engine::loader::{self, LoadedModel};
 use memra_engine::sample::SamplingParams;
@@ -322,6 +322,11 @@ fn run_one(
     let model = &m.model;
     let ps = prompts(g, repo, &m)?;
     let split = canary && g.canary == Canary::ShapeDependentSplit;
+    let backend_canary = match (canary, g.canary) {
+        (true, Canary::ShapeDependentSplit) => BackendCanary::ShapeDependentSplit,
+        (true, Canary::StaleGraphInputs) => BackendCanary::StaleGraphInputs,
+        _ => BackendCanary::None,
+    };
     let sched_canary = if !canary {
         None
     } else {
@@ -369,7 +374,7 @@ fn run_one(
                 &jobs(1),
                 g.max_tokens,
                 sched_config(32, sched_canary),
-                split,
+                backend_canary,
                 Submission::Staggered,
             )?;
             Outcome::from_compare(
@@ -434,7 +439,7 @@ fn run_one(
                 &jobs_v,
                 g.max_tokens,
                 sched_config(512, sched_canary),
-                false,
+                backend_canary,
                 Submission::Sequential,
             )?;
             let hits: Vec<usize> = cached.chunks(3).flat_map(|c| [c[1], c[2]]).collect();
@@ -469,7 +474,7 @@ fn run_one(
                 &jobs(n),
                 g.max_tokens,
                 sched_config(64, sched_canary),
-                false,
+                backend_canary,
                 Submission::AllAtOnce,
             )?;
             let mut reference = Vec::new();
@@ -490,7 +495,7 @@ fn run_one(
                 &jobs(1),
                 g.max_tokens,
                 sched_config(48, sched_canary),
-                false,
+                backend_canary,
                 Submission::AllAtOnce,
             )?;
             Outcome::from_compare(
@@ -534,7 +539,7 @@ fn run_one(
                     &base,
                     g.max_tokens,
                     sched_config(64, None),
-                    false,
+                    BackendCanary::None,
                     Submission::AllAtOnce,
                 )?;
                 for d in &g.drafters {
@@ -547,7 +552,7 @@ fn run_one(
                             &jobs,
                             g.max_tokens,
                             sched_config(64, sched_canary),
-                            split,
+                            backend_canary,
                             Submission::AllAtOnce,
                         )?;
                         let (n, d_) = compare(&reference, &fast, true);
@@ -581,7 +586,8 @@ fn run_one(
 /// The canaries that fit each kind of gate.
 fn expected_canary(k: Kind) -> &'static [Canary] {
     match k {
-        Kind::BatchedVsSolo | Kind::ChunkedPrefill => &[Canary::ShapeDependentSplit],
+        Kind::BatchedVsSolo => &[Canary::ShapeDependentSplit, Canary::StaleGraphInputs],
+        Kind::ChunkedPrefill => &[Canary::ShapeDependentSplit],
         Kind::PrefixCache => &[Canary::PrefixOffByOne],
         Kind::NChoices => &[Canary::NoCopyOnWrite, Canary::SharedRng],
         Kind::SeededBatch => &[Canary::SharedRng],

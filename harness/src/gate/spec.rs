@@ -150,6 +150,8 @@ pub enum Canary {
     WrongPreTokenizer,
     /// Speculative verify accepts drafts by a probability threshold instead of equality.
     AcceptByThreshold,
+    /// CUDA graphs replayed without refilling their inputs (a stale position and token).
+    StaleGraphInputs,
 }
 
 #[derive(Deserialize)]

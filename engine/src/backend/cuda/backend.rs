@@ -4,7 +4,8 @@
 //! and the paged KV cache are f32. Every kernel reduces each row in an order independent of the
 //! rows beside it (DESIGN.md §3, Level A); CUDA against the CPU backend is Level B (a tolerance).
 
-use super::ops::{DevMatrix, KvIndex};
+use super::graph::{Graphs, OwnedGraph, StepBuffers, StepPlan};
+use super::ops::{AttnPath, DevMatrix};
 use super::sample::SampleScratch;
 use super::{CudaDevice, NO_DRIVER};
 use crate::backend::cpu::ops::Rope;
@@ -200,6 +201,8 @@ pub struct CudaBackend {
     split_canary: bool,
     /// The sampling kernel's scratch, allocated on the first [`Backend::forward_pick`].
     sample_scratch: Option<SampleScratch>,
+    /// Decode-step CUDA graphs and their buffers ([`super::graph`]).
+    graphs: Graphs,
 }
 
 impl CudaBackend {
@@ -230,6 +233,7 @@ impl CudaBackend {
             v,
             split_canary: false,
             sample_scratch: None,
+            graphs: Graphs::new(0),
         })
     }
 
@@ -272,6 +276,20 @@ impl CudaBackend {
         self
     }
 
+    /// Captures decode steps of up to `max_batch` rows into CUDA graphs and replays them (0 = never;
+    /// the default). Logits are bit-identical either way.
+    pub fn with_graphs(mut self, max_batch: usize) -> Self {
+        self.graphs = Graphs::new(max_batch);
+        self
+    }
+
+    /// A deliberately broken backend for gate canaries: graphed steps replay without refilling
+    /// their inputs (the previous step's tokens and positions).
+    pub fn with_stale_graph_inputs(mut self) -> Self {
+        self.graphs.stale_canary = true;
+        self
+    }
+
     /// The device.
     pub fn device(&self) -> &Arc<CudaDevice> {
         &self.dev
@@ -284,16 +302,6 @@ pub fn open_device(ordinal: usize, opts: super::compile::KernelOptions) -> Resul
         return Err(Error::Unsupported(NO_DRIVER.into()));
     }
     CudaDevice::open_with(ordinal, opts)
-}
-
-/// Host-side index arrays of one step.
-struct StepPlan {
-    tokens: Vec<u32>,
-    pos: Vec<u32>,
-    slots: Vec<u32>,
-    row_tab: Vec<u32>,
-    tables: Vec<u32>,
-    wanted: Vec<u32>,
 }
 
 impl CudaBackend {
@@ -353,7 +361,7 @@ impl Backend for CudaBackend {
         self.model.layers.len()
     }
     fn weight_bytes(&self) -> usize {
-        self.model.weight_bytes()
+        self.w.bytes
     }
 
     fn copy_block(&mut self, src: u32, dst: u32) {
@@ -368,10 +376,10 @@ impl Backend for CudaBackend {
     }
 
     fn forward_layers(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Vec<Vec<f32>>> {
-        let Some(logits) = self.run(batch, n_layers)? else {
+        let Some(out) = self.run(batch, n_layers)? else {
             return Ok(Vec::new());
         };
-        let host = self.dev.download(&logits)?;
+        let host = self.dev.download(self.logits(&out))?;
         let v = self.model.config.vocab_size;
         Ok(host.chunks(v).map(|r| r.to_vec()).collect())
     }
@@ -381,7 +389,7 @@ impl Backend for CudaBackend {
         if picks.is_empty() {
             return Ok(Vec::new());
         }
-        let Some(logits) = logits else {
+        let Some(out) = logits else {
             return Err(crate::error::Error::InvalidArgument(
                 "picks in a step that produced no logits".into(),
             ));
@@ -391,132 +399,241 @@ impl Backend for CudaBackend {
             self.sample_scratch = Some(SampleScratch::new(&self.dev, v)?);
         }
         let scratch = self.sample_scratch.as_mut().expect("allocated above");
-        self.dev.sample_picks(&logits, v, picks, scratch)
+        let logits = match &out {
+            StepOut::Owned(b) => b.logits(),
+            StepOut::Graphed(t) => self.graphs.entries.get(t).and_then(|e| e.bufs.logits()),
+        }
+        .expect("a step with wanted rows has logits");
+        self.dev.sample_picks(logits, v, picks, scratch)
     }
 }
 
+/// The kernels of one forward step over `b`'s buffers (filled by [`StepBuffers::fill`]):
+/// embedding, `n_layers` decoder layers, and for the wanted rows the final norm and LM head into
+/// `b`'s logits. `attn_nz`: run attention on `b.part` with a grid of that many KV splits per row
+/// (graphed steps), else as [`AttnPath::Auto`] chooses. Queues launches only (no allocation
+/// besides `Auto` attention partials, no host sync), so it can be captured into a CUDA graph.
+#[allow(clippy::too_many_arguments)]
+fn encode(
+    dev: &CudaDevice,
+    c: &ModelConfig,
+    w: &CudaWeights,
+    kv: (&mut [CudaSlice<f32>], &mut [CudaSlice<f32>]),
+    block_size: usize,
+    canary: bool,
+    b: &mut StepBuffers,
+    n_layers: usize,
+    attn_nz: Option<usize>,
+) -> Result<()> {
+    let (kc, vc) = kv;
+    let (t, nh, nkv, hd) = (b.t, c.n_heads, c.n_kv_heads, c.head_dim);
+    let StepBuffers {
+        ids,
+        idx,
+        x,
+        xn,
+        q,
+        q2,
+        k,
+        k2,
+        v,
+        attn,
+        o,
+        o2,
+        gate,
+        up,
+        act,
+        d,
+        head,
+        part,
+        ..
+    } = b;
+    let (mut q, mut q2, mut k, mut k2, mut o, mut o2, mut d) = (q, q2, k, k2, o, o2, d);
+    dev.embed(&w.embed, ids, x, c.embed_scale)?;
+    let n_run = n_layers.min(w.layers.len());
+    for (li, l) in w.layers.iter().enumerate().take(n_run) {
+        // x += d (the previous layer's FFN output); xn = norm(x).
+        if li == 0 {
+            dev.rms_norm_residual(x, None, &l.attn_norm, xn, t, c.rms_eps)?;
+        } else {
+            dev.rms_norm_residual(d, Some(&mut *x), &l.attn_norm, xn, t, c.rms_eps)?;
+        }
+        l.qkv.forward(dev, xn, &mut [q, k, v], canary)?;
+        if let Some(g) = &l.q_norm {
+            dev.rms_norm_residual(q, None, g, q2, t * nh, c.rms_eps)?;
+            std::mem::swap(&mut q, &mut q2);
+        }
+        if let Some(g) = &l.k_norm {
+            dev.rms_norm_residual(k, None, g, k2, t * nkv, c.rms_eps)?;
+            std::mem::swap(&mut k, &mut k2);
+        }
+        let window = c.layer_window[li];
+        let inv_freq = match (window, &w.inv_freq_local) {
+            (Some(_), Some(local)) => local,
+            _ => &w.inv_freq_global,
+        };
+        dev.rope(q, &idx.pos, inv_freq, nh, c.rope_style)?;
+        dev.rope(k, &idx.pos, inv_freq, nkv, c.rope_style)?;
+        dev.kv_append(k, v, &mut kc[li], &mut vc[li], &idx.slots, nkv * hd)?;
+        let path = match (attn_nz, part.as_mut()) {
+            (Some(nz), Some(part)) => AttnPath::Workspace { part, nz },
+            _ => AttnPath::Auto,
+        };
+        dev.attention(
+            q,
+            &kc[li],
+            &vc[li],
+            attn,
+            idx,
+            (nh, nkv, hd),
+            block_size,
+            window,
+            c.attn_scale,
+            path,
+        )?;
+        dev.linear(attn, &l.wo, o, canary)?;
+        if let Some(g) = &l.post_attn_norm {
+            dev.rms_norm_residual(o, None, g, o2, t, c.rms_eps)?;
+            std::mem::swap(&mut o, &mut o2);
+        }
+        // x += o; xn = norm(x).
+        dev.rms_norm_residual(o, Some(&mut *x), &l.ffn_norm, xn, t, c.rms_eps)?;
+        l.gate_up
+            .forward(dev, xn, &mut [&mut *gate, &mut *up], canary)?;
+        dev.gated_act(gate, up, act, c.activation)?;
+        dev.linear(act, &l.w_down, d, canary)?;
+        if let Some(g) = &l.post_ffn_norm {
+            dev.rms_norm_residual(d, None, g, o2, t, c.rms_eps)?;
+            std::mem::swap(&mut d, &mut o2);
+        }
+    }
+    if n_run > 0 {
+        dev.add_assign(x, d)?;
+    }
+    if let Some(hb) = head {
+        dev.gather_rows(x, &hb.rows, &mut hb.sel, c.hidden_size)?;
+        let nw = hb.rows.len();
+        dev.rms_norm_residual(&hb.sel, None, &w.out_norm, &mut hb.seln, nw, c.rms_eps)?;
+        dev.linear(&hb.seln, w.lm_head(), &mut hb.logits, canary)?;
+        if let Some(cap) = c.final_logit_softcap {
+            dev.softcap(&mut hb.logits, cap)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where a step's logits are: its own buffers (ungraphed) or row count `t`'s graph buffers.
+enum StepOut {
+    Owned(Box<StepBuffers>),
+    Graphed(usize),
+}
+
 impl CudaBackend {
+    /// The logits `[nw, vocab]` f32 of a step [`CudaBackend::run`] returned.
+    fn logits<'a>(&'a self, out: &'a StepOut) -> &'a CudaSlice<f32> {
+        match out {
+            StepOut::Owned(b) => b.logits(),
+            StepOut::Graphed(t) => self.graphs.entries.get(t).and_then(|e| e.bufs.logits()),
+        }
+        .expect("a step with wanted rows has logits")
+    }
+
     /// The forward pass of [`Backend::forward_layers`], leaving the wanted logits rows on the
-    /// device (`[rows, vocab]` f32); `None` when no row is wanted.
-    fn run(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Option<CudaSlice<f32>>> {
+    /// device (`[rows, vocab]` f32, read with [`CudaBackend::logits`]); `None` when no row is
+    /// wanted. Steps of at most `cuda_graph_max_batch` rows that want every row's logits (decode,
+    /// speculative verify) are captured into a CUDA graph the second time their shape is seen
+    /// and replayed from the third ([`super::graph`]).
+    fn run(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Option<StepOut>> {
         let plan = self.plan(batch)?;
         let t = plan.tokens.len();
         if t == 0 {
             return Ok(None);
         }
-        let model = self.model.clone();
-        let c = &model.config;
-        let (h, hd, nh, nkv, inter) = (
-            c.hidden_size,
-            c.head_dim,
-            c.n_heads,
-            c.n_kv_heads,
-            c.intermediate_size,
-        );
-        let dev = self.dev.clone();
-        let w = self.w.clone();
-        let canary = self.split_canary;
-        let ids = dev.upload(&plan.tokens)?;
-        let idx = KvIndex {
-            pos: dev.upload(&plan.pos)?,
-            slots: dev.upload(&plan.slots)?,
-            row_tab: dev.upload(&plan.row_tab)?,
-            tables: dev.upload(&plan.tables)?,
-            host_pos: plan.pos.clone(),
-        };
-        let mut x = dev.alloc::<f32>(t * h)?;
-        dev.embed(&w.embed, &ids, &mut x, c.embed_scale)?;
-        let mut xn = dev.alloc::<f32>(t * h)?;
-        let mut q = dev.alloc::<f32>(t * nh * hd)?;
-        let mut q2 = dev.alloc::<f32>(t * nh * hd)?;
-        let mut k = dev.alloc::<f32>(t * nkv * hd)?;
-        let mut k2 = dev.alloc::<f32>(t * nkv * hd)?;
-        let mut v = dev.alloc::<f32>(t * nkv * hd)?;
-        let mut attn = dev.alloc::<f32>(t * nh * hd)?;
-        let mut o = dev.alloc::<f32>(t * h)?;
-        let mut o2 = dev.alloc::<f32>(t * h)?;
-        let mut gate = dev.alloc::<f32>(t * inter)?;
-        let mut up = dev.alloc::<f32>(t * inter)?;
-        let mut act = dev.alloc::<f32>(t * inter)?;
-        let mut d = dev.alloc::<f32>(t * h)?;
-        let n_run = n_layers.min(w.layers.len());
-        for (li, l) in w.layers.iter().enumerate().take(n_run) {
-            // x += d (the previous layer's FFN output); xn = norm(x).
-            if li == 0 {
-                dev.rms_norm_residual(&x, None, &l.attn_norm, &mut xn, t, c.rms_eps)?;
-            } else {
-                dev.rms_norm_residual(&d, Some(&mut x), &l.attn_norm, &mut xn, t, c.rms_eps)?;
-            }
-            l.qkv
-                .forward(&dev, &xn, &mut [&mut q, &mut k, &mut v], canary)?;
-            if let Some(g) = &l.q_norm {
-                dev.rms_norm_residual(&q, None, g, &mut q2, t * nh, c.rms_eps)?;
-                std::mem::swap(&mut q, &mut q2);
-            }
-            if let Some(g) = &l.k_norm {
-                dev.rms_norm_residual(&k, None, g, &mut k2, t * nkv, c.rms_eps)?;
-                std::mem::swap(&mut k, &mut k2);
-            }
-            let window = c.layer_window[li];
-            let inv_freq = match (window, &w.inv_freq_local) {
-                (Some(_), Some(local)) => local,
-                _ => &w.inv_freq_global,
-            };
-            dev.rope(&mut q, &idx.pos, inv_freq, nh, c.rope_style)?;
-            dev.rope(&mut k, &idx.pos, inv_freq, nkv, c.rope_style)?;
-            dev.kv_append(
-                &k,
-                &v,
-                &mut self.k[li],
-                &mut self.v[li],
-                &idx.slots,
-                nkv * hd,
-            )?;
-            dev.attention(
-                &q,
-                &self.k[li],
-                &self.v[li],
-                &mut attn,
-                &idx,
-                (nh, nkv, hd),
-                self.block_size,
-                window,
-                c.attn_scale,
-                None,
-            )?;
-            dev.linear(&attn, &l.wo, &mut o, canary)?;
-            if let Some(g) = &l.post_attn_norm {
-                dev.rms_norm_residual(&o, None, g, &mut o2, t, c.rms_eps)?;
-                std::mem::swap(&mut o, &mut o2);
-            }
-            // x += o; xn = norm(x).
-            dev.rms_norm_residual(&o, Some(&mut x), &l.ffn_norm, &mut xn, t, c.rms_eps)?;
-            l.gate_up
-                .forward(&dev, &xn, &mut [&mut gate, &mut up], canary)?;
-            dev.gated_act(&gate, &up, &mut act, c.activation)?;
-            dev.linear(&act, &l.w_down, &mut d, canary)?;
-            if let Some(g) = &l.post_ffn_norm {
-                dev.rms_norm_residual(&d, None, g, &mut o2, t, c.rms_eps)?;
-                std::mem::swap(&mut d, &mut o2);
-            }
-        }
-        if n_run > 0 {
-            dev.add_assign(&mut x, &d)?;
-        }
-        if plan.wanted.is_empty() {
-            return Ok(None);
-        }
+        let c = &self.model.config;
+        let n_run = n_layers.min(self.w.layers.len());
         let nw = plan.wanted.len();
-        let rows = dev.upload(&plan.wanted)?;
-        let mut sel = dev.alloc::<f32>(nw * h)?;
-        dev.gather_rows(&x, &rows, &mut sel, h)?;
-        let mut seln = dev.alloc::<f32>(nw * h)?;
-        dev.rms_norm_residual(&sel, None, &w.out_norm, &mut seln, nw, c.rms_eps)?;
-        let mut logits = dev.alloc::<f32>(nw * c.vocab_size)?;
-        dev.linear(&seln, w.lm_head(), &mut logits, canary)?;
-        if let Some(cap) = c.final_logit_softcap {
-            dev.softcap(&mut logits, cap)?;
+        if t <= self.graphs.max_batch && nw == t {
+            let split = self.dev.define("ATTN_SPLIT", 256) as usize;
+            let nz = plan
+                .pos
+                .iter()
+                .map(|&p| {
+                    let p = p as usize;
+                    // Sliding-window layers need no more splits than global ones.
+                    p / split + 1
+                })
+                .max()
+                .unwrap_or(1)
+                .next_power_of_two();
+            let part = t * c.n_heads * nz * (c.head_dim + 2);
+            if part * 4 <= super::ops::ATTN_PART_BYTES {
+                self.run_graphed(&plan, n_run, nz, part)?;
+                return Ok(Some(StepOut::Graphed(t)));
+            }
         }
-        Ok(Some(logits))
+        let mut b = Box::new(StepBuffers::new(&self.dev, c, t, nw, plan.tables.len())?);
+        b.fill(&self.dev, &plan)?;
+        encode(
+            &self.dev,
+            c,
+            &self.w,
+            (&mut self.k, &mut self.v),
+            self.block_size,
+            self.split_canary,
+            &mut b,
+            n_run,
+            None,
+        )?;
+        Ok((nw > 0).then_some(StepOut::Owned(b)))
+    }
+
+    /// One step through row count `t`'s graph for (`n_run` layers, `nz` splits): the first time
+    /// ungraphed (loading every kernel), the second captured and launched, then replayed.
+    fn run_graphed(&mut self, plan: &StepPlan, n_run: usize, nz: usize, part: usize) -> Result<()> {
+        let t = plan.tokens.len();
+        let dev = &self.dev;
+        let stale = self.graphs.stale_canary;
+        let e = self
+            .graphs
+            .entry(dev, &self.model.config, t, plan.tables.len(), part)?;
+        let key = (n_run, nz);
+        if !(stale && e.graphs.contains_key(&key)) {
+            e.bufs.fill(dev, plan)?;
+        }
+        if let Some(g) = e.graphs.get(&key) {
+            return g.0.launch().map_err(super::drv);
+        }
+        let capture = e.seen.contains(&key);
+        let s = dev.stream();
+        if capture {
+            s.begin_capture(
+                cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+            .map_err(super::drv)?;
+        }
+        let r = encode(
+            dev,
+            &self.model.config,
+            &self.w,
+            (&mut self.k, &mut self.v),
+            self.block_size,
+            self.split_canary,
+            &mut e.bufs,
+            n_run,
+            Some(nz),
+        );
+        if !capture {
+            r?;
+            e.seen.insert(key);
+            return Ok(());
+        }
+        let g = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+        r?;
+        let g = g.map_err(super::drv)?.ok_or_else(|| {
+            Error::Unsupported("CUDA graph capture of a decode step returned no graph".into())
+        })?;
+        g.launch().map_err(super::drv)?;
+        e.graphs.insert(key, OwnedGraph(g));
+        Ok(())
     }
 }

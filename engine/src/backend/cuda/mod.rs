@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod compile;
+mod graph;
 pub mod kbench;
 pub mod ops;
 pub mod sample;
@@ -115,6 +116,8 @@ pub struct CudaDevice {
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Functions looked up so far, by `file/function` (a launch then costs no module lookup).
     functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Dynamic shared memory opted into so far, by `file/function` (bytes).
+    smem_granted: Mutex<HashMap<String, u32>>,
 }
 
 impl CudaDevice {
@@ -136,7 +139,13 @@ impl CudaDevice {
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(drv)?;
-        let stream = ctx.default_stream();
+        // Every op of this device runs on one stream, so cudarc's per-buffer events (which sync
+        // several streams) would only cost driver calls on each launch, and would break stream
+        // capture. The stream is a created one: the legacy default stream cannot be captured
+        // into a CUDA graph.
+        // SAFETY: no buffer of this context exists yet, and all of them will live on `stream`.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(drv)?;
         let cc = ctx.compute_capability().map_err(drv)?;
         let sm_count = ctx
             .attribute(
@@ -171,6 +180,7 @@ impl CudaDevice {
             opts,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            smem_granted: Mutex::new(HashMap::new()),
         })
     }
 
@@ -244,6 +254,22 @@ impl CudaDevice {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, f.clone());
         Ok(f)
+    }
+
+    /// Lets `file/func` launch with `bytes` of dynamic shared memory (above 48 KiB a kernel must
+    /// opt in); the driver is asked once per function and size. Errors: the driver's refusal.
+    pub(crate) fn grant_smem(&self, key: &str, f: &CudaFunction, bytes: u32) -> Result<()> {
+        let mut g = self.smem_granted.lock().unwrap_or_else(|e| e.into_inner());
+        if g.get(key).is_some_and(|&b| b >= bytes) {
+            return Ok(());
+        }
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(drv)?;
+        g.insert(key.to_string(), bytes);
+        Ok(())
     }
 
     /// Copies `data` to a new device buffer. Out of device memory is an error naming the size.

@@ -398,11 +398,7 @@ impl CudaDevice {
         let f = self.function("linear.cu", &func)?;
         if cfg.shared_mem_bytes > 48 << 10 {
             // Above 48 KiB a kernel must opt in (K > 11,264 at m = 1, e.g. an 8B down projection).
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                cfg.shared_mem_bytes as i32,
-            )
-            .map_err(drv)?;
+            self.grant_smem(&func, &f, cfg.shared_mem_bytes)?;
         }
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
@@ -500,9 +496,28 @@ pub struct KvIndex {
     pub host_pos: Vec<u32>,
 }
 
+/// Which kernels [`CudaDevice::attention`] runs; all give bit-identical results.
+pub enum AttnPath<'a> {
+    /// The split-parallel kernels when a row has several splits and their partials fit in
+    /// 64 MiB, else one block per (row, head) walking the splits.
+    Auto,
+    /// One block per (row, head) walks the row's splits (`attn_paged_f32`).
+    Walk,
+    /// A row's splits in parallel blocks (`attn_split_f32`), merged by `attn_combine_f32`, into a
+    /// partials buffer allocated for this call.
+    Split,
+    /// As `Split`, into `part` (`[rows, heads, nz, head_dim + 2]` f32 at least) on a grid of `nz`
+    /// splits per row, `nz` at least any row's split count (blocks past a row's last split exit):
+    /// fixed buffers and a fixed grid, as a captured CUDA graph needs.
+    Workspace {
+        part: &'a mut CudaSlice<f32>,
+        nz: usize,
+    },
+}
+
 /// Bytes of split partials the split-parallel attention may use in one launch; beyond that the
 /// splits run one after another inside each block (same results either way).
-const ATTN_PART_BYTES: usize = 64 << 20;
+pub(crate) const ATTN_PART_BYTES: usize = 64 << 20;
 
 impl CudaDevice {
     /// Writes each row's K and V (`[rows, width]` f32, width = n_kv_heads * head_dim) into its
@@ -555,11 +570,9 @@ impl CudaDevice {
     /// Attention of every query row over its paged KV (kernels/attention.cu):
     /// `q`, `out`: `[rows, heads, head_dim]` f32; `kc`/`vc`: one layer's cache; `window`: the
     /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
-    /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `split_parallel`:
-    /// `Some(true)` computes a row's KV splits in parallel blocks and merges them in a second kernel
-    /// (`attn_split_f32` + `attn_combine_f32`), `Some(false)` walks them inside one block
-    /// (`attn_paged_f32`), `None` picks the parallel path when a row has several splits and the
-    /// partials fit in 64 MiB. Both give bit-identical results (the self-check compares them).
+    /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `path` picks the kernels
+    /// ([`AttnPath`]); every path gives bit-identical results (the self-check compares them).
+    /// Errors: shapes that do not add up, or a workspace too small for its `nz`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
@@ -572,7 +585,7 @@ impl CudaDevice {
         block_size: usize,
         window: Option<usize>,
         scale: f32,
-        split_parallel: Option<bool>,
+        path: AttnPath<'_>,
     ) -> Result<()> {
         let (nh, nkv, hd) = heads;
         let rows = idx.pos.len();
@@ -602,9 +615,31 @@ impl CudaDevice {
             })
             .max()
             .unwrap_or(1);
-        let part_bytes = rows * nh * nz * (hd + 2) * 4;
-        if split_parallel.unwrap_or(nz > 1 && part_bytes <= ATTN_PART_BYTES) {
-            return self.attention_split(q, kc, vc, out, idx, heads, block_size, w, scale, nz);
+        let part_len = rows * nh * nz * (hd + 2);
+        let mut fresh;
+        let (part, nz) = match path {
+            AttnPath::Walk => (None, nz),
+            AttnPath::Auto if nz == 1 || part_len * 4 > ATTN_PART_BYTES => (None, nz),
+            AttnPath::Auto | AttnPath::Split => {
+                fresh = self.alloc::<f32>(part_len)?;
+                (Some(&mut fresh), nz)
+            }
+            AttnPath::Workspace { part, nz: grid } => {
+                check(
+                    grid >= nz && part.len() >= rows * nh * grid * (hd + 2),
+                    || {
+                        format!(
+                        "attention workspace: {} floats and {grid} splits for {rows} rows needing {nz}",
+                        part.len()
+                    )
+                    },
+                )?;
+                (Some(part), grid)
+            }
+        };
+        if let Some(part) = part {
+            return self
+                .attention_split(q, kc, vc, out, idx, heads, block_size, w, scale, part, nz);
         }
         let f = self.function("attention.cu", "attn_paged_f32")?;
         let cfg = LaunchConfig {
@@ -648,11 +683,11 @@ impl CudaDevice {
         block_size: usize,
         window: usize,
         scale: f32,
+        part: &mut CudaSlice<f32>,
         nz: usize,
     ) -> Result<()> {
         let rows = idx.pos.len();
         let split = self.define("ATTN_SPLIT", 256);
-        let mut part = self.alloc::<f32>(rows * nh * nz * (hd + 2))?;
         let (nhi, nkvi, hdi, nzi) = (nh as i32, nkv as i32, hd as i32, nz as i32);
         let bs = i32_of(block_size, "block_size")?;
         let win = i32_of(window, "window")?;
@@ -666,7 +701,7 @@ impl CudaDevice {
         b.arg(q)
             .arg(kc)
             .arg(vc)
-            .arg(&mut part)
+            .arg(&mut *part)
             .arg(&idx.pos)
             .arg(&idx.row_tab)
             .arg(&idx.tables)
@@ -687,7 +722,7 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let mut b = self.stream().launch_builder(&f);
-        b.arg(&part)
+        b.arg(&*part)
             .arg(out)
             .arg(&idx.pos)
             .arg(&nhi)

@@ -3,7 +3,7 @@
 //! |GPU − CPU| against a tolerance stated per op, and — the Level A contract — whether a row's
 //! GPU output is bit-identical when the same row is computed in passes of different M.
 
-use super::ops::{DevMatrix, KvIndex};
+use super::ops::{AttnPath, DevMatrix, KvIndex};
 use super::{drv, CudaDevice};
 use crate::backend::cpu::ops::{gated_activation, rms_norm_rows, Rope};
 use crate::error::Result;
@@ -431,7 +431,9 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let s = dev.stream();
         let kd = s.clone_htod(&kc).map_err(drv)?;
         let vd = s.clone_htod(&vc).map_err(drv)?;
-        let run = |rows: &[usize], parallel: bool| -> Result<Vec<f32>> {
+        // path 0: one block walks the splits; 1: split-parallel; 2: split-parallel into a
+        // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it).
+        let run = |rows: &[usize], path: u8| -> Result<Vec<f32>> {
             let qs: Vec<f32> = rows
                 .iter()
                 .flat_map(|&r| q[r * nh * hd..(r + 1) * nh * hd].iter().copied())
@@ -452,6 +454,23 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             };
             let qd = s.clone_htod(&qs).map_err(drv)?;
             let mut od = s.alloc_zeros::<f32>(qs.len()).map_err(drv)?;
+            let split = dev.define("ATTN_SPLIT", 256) as usize;
+            let nz = 3 + rows
+                .iter()
+                .map(|&r| positions[r] / split + 1)
+                .max()
+                .unwrap_or(1);
+            let mut part = s
+                .alloc_zeros::<f32>(rows.len() * nh * nz * (hd + 2))
+                .map_err(drv)?;
+            let path = match path {
+                0 => AttnPath::Walk,
+                1 => AttnPath::Split,
+                _ => AttnPath::Workspace {
+                    part: &mut part,
+                    nz,
+                },
+            };
             dev.attention(
                 &qd,
                 &kd,
@@ -462,19 +481,19 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 bs,
                 window,
                 scale,
-                Some(parallel),
+                path,
             )?;
             s.clone_dtoh(&od).map_err(drv)
         };
         let all: Vec<usize> = (0..positions.len()).collect();
-        // All rows through the one-block path; the last row alone through the split-parallel one.
-        let gpu = run(&all, false)?;
-        let alone = run(&[positions.len() - 1], true)?;
+        // All rows through the one-block path; the last row alone through the split-parallel
+        // one, with and without a workspace; all rows through the workspace.
+        let gpu = run(&all, 0)?;
         let last = &gpu[(positions.len() - 1) * nh * hd..];
-        let ident = alone
-            .iter()
-            .zip(last)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        let ident = same(&run(&[positions.len() - 1], 1)?, last)
+            && same(&run(&[positions.len() - 1], 2)?, last)
+            && same(&run(&all, 2)?, &gpu);
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
         out.push(CheckRow {
