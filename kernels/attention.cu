@@ -6,10 +6,10 @@
 //
 // Reduction order (docs/DESIGN.md §3): a query row at position `pos` walks its keys in fixed
 // splits of ATTN_SPLIT positions aligned to multiples of ATTN_SPLIT (split s covers positions
-// s*ATTN_SPLIT ..), in increasing s. Within a split (attn_split_partial below): scores by
-// lane-strided dots over head_dim and a warp_sum, the split's max (exact in any order), exp, the
-// split's sum by block_sum's fixed tree, and the weighted V sum in fixed position groups added
-// in a fixed order. Splits are merged in increasing s with the usual
+// s*ATTN_SPLIT ..), in increasing s. Within a split (attn_split_partial below): scores by four
+// lanes' strided float4 dots over head_dim and a two-step xor tree, the split's max (exact in any
+// order), exp, the split's sum by block_sum's fixed tree, and the weighted V sum in fixed position
+// groups added in a fixed order. Splits are merged in increasing s with the usual
 // online-softmax rescaling (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022). Nothing
 // depends on how many query rows the pass holds or who else is in it.
 #include "common.cuh"
@@ -29,6 +29,34 @@ extern "C" __global__ void kv_append_f32(const float* k, const float* v, float* 
     vc[dst] = v[(size_t)blockIdx.x * width + i];
 }
 
+// rope_f32 on q and k, then kv_append_f32 of the rotated k and of v, in one launch (the same
+// operations, so the same bits). q: [tokens, nh, hd], k, v: [tokens, nkv, hd] f32 (q and k rotated
+// in place); kc/vc: one layer's cache; pos, slots: [tokens]; inv_freq: [hd / 2]. Grid: (tokens,
+// nh + nkv): block y < nh rotates q head y, the others rotate K head y - nh and append it and its
+// V head. Block: (hd / 2).
+extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v, float* kc, float* vc,
+                                              const u32* pos, const u32* slots, const float* inv_freq, int nh,
+                                              int nkv, int hd, int interleaved) {
+    const int i = threadIdx.x, half = hd / 2;
+    if (i >= half) return;
+    const size_t t = blockIdx.x;
+    const int y = blockIdx.y;
+    int a, b;
+    if (y < nh) {
+        rope_pair(q + (t * nh + y) * hd, pos[t], inv_freq, i, half, interleaved, a, b);
+        return;
+    }
+    const int kvh = y - nh;
+    float* kr = k + (t * nkv + kvh) * hd;
+    rope_pair(kr, pos[t], inv_freq, i, half, interleaved, a, b);
+    const float* vr = v + (t * nkv + kvh) * hd;
+    const size_t dst = ((size_t)slots[t] * nkv + kvh) * hd;
+    kc[dst + a] = kr[a];
+    kc[dst + b] = kr[b];
+    vc[dst + a] = vr[a];
+    vc[dst + b] = vr[b];
+}
+
 // Copies `n` floats of block `src` to block `dst` of a cache laid out in blocks of `n` floats.
 // Grid: (ceil(n / blockDim)).
 extern "C" __global__ void kv_copy_block_f32(float* c, int src, int dst, int n) {
@@ -39,16 +67,18 @@ extern "C" __global__ void kv_copy_block_f32(float* c, int src, int dst, int n) 
 // One split's partial softmax-attention for (row, head): m = the split's max score, l = sum of
 // exp(score - m), a[d] = sum of exp(score - m) * v[d]; thread tid < hd returns a[tid] (other threads'
 // `a` is 0), every thread returns m and l. Positions lo ..= pos only; split s covers positions
-// s*ATTN_SPLIT .. s*ATTN_SPLIT + ATTN_SPLIT - 1.
-// Order: a score is lane-strided partial dots over head_dim (lane l: d = l, l + 32, ..., increasing),
-// warp_sum's xor tree, times scale; m and l by block_max / block_sum; a[d] as G = ATTN_SPLIT / hdp
-// (hdp = hd rounded up to 32) position groups (group g: positions j = g, g + G, ..., increasing),
-// added in increasing g. All arithmetic is spelled out (__fmaf_rn, __fmul_rn, ...) so the fused and
-// the split-parallel kernels below, which both inline this function, round identically.
+// s*ATTN_SPLIT .. s*ATTN_SPLIT + ATTN_SPLIT - 1. head_dim must be a multiple of 4.
+// Order: a position's score is 4 lanes' partial dots — lane r of the 4 takes the float4 columns
+// c = r, r + 4, r + 8, ... (elements 4c .. 4c+3, increasing) — added by a two-step xor tree, times
+// scale; m and l by block_max / block_sum; a[d] as G = ATTN_SPLIT / (hd / 4) position groups
+// (group g: positions j = g, g + G, ..., increasing; each thread one float4 column of v) added in
+// increasing g. All arithmetic is spelled out (__fmaf_rn, __fmul_rn, ...) so the fused and the
+// split-parallel kernels below, which both inline this function, round identically. The layout
+// keeps many independent 16-byte loads in flight per thread (decode attention is latency-bound).
 struct AttnShared {
-    float qs[ATTN_SPLIT];
+    float4 qs[ATTN_SPLIT / 4];
     float es[ATTN_SPLIT];
-    float part[ATTN_SPLIT];
+    float4 part[ATTN_SPLIT];
     float scratch[ATTN_SPLIT / 32];
 };
 
@@ -57,18 +87,39 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
                                                    AttnShared& sh, float& m_out, float& l_out, float& a_out) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = ATTN_SPLIT / 32;
-#pragma unroll 8
-    for (int j = warp; j < ATTN_SPLIT; j += NW) {
+    const int sub = lane & 3, pg = lane >> 2;
+    const int c4 = hd >> 2;  // float4 columns per row
+    // Each lane's positions: all loads first (4 rounds of up to hd/16 float4 each, independent),
+    // then the 4-lane sums. The 4 lanes of a position agree on `ok`, so the shuffles are uniform.
+    constexpr int R = ATTN_SPLIT / (8 * NW);
+    float acc[R];
+    bool ok[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int j = (r * NW + warp) * 8 + pg;
         const int p = s * ATTN_SPLIT + j;
-        float score = NEG_INF;
-        if (p >= lo && p <= pos) {
+        ok[r] = p >= lo && p <= pos;
+        acc[r] = 0.0f;
+        if (ok[r]) {
             const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
-            const float* kp = kc + (slot * nkv + kvh) * hd;
-            float acc = 0.0f;
-            for (int d = lane; d < hd; d += 32) acc = __fmaf_rn(sh.qs[d], kp[d], acc);
-            score = __fmul_rn(warp_sum(acc), scale);
+            const float4* kp = reinterpret_cast<const float4*>(kc + (slot * nkv + kvh) * hd);
+#pragma unroll 8
+            for (int c = sub; c < c4; c += 4) {
+                const float4 k = kp[c];
+                const float4 q = sh.qs[c];
+                acc[r] = __fmaf_rn(q.x, k.x, acc[r]);
+                acc[r] = __fmaf_rn(q.y, k.y, acc[r]);
+                acc[r] = __fmaf_rn(q.z, k.z, acc[r]);
+                acc[r] = __fmaf_rn(q.w, k.w, acc[r]);
+            }
         }
-        if (lane == 0) sh.es[j] = score;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float t = acc[r];
+        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 1, 4));
+        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2, 4));
+        if (sub == 0) sh.es[(r * NW + warp) * 8 + pg] = ok[r] ? __fmul_rn(t, scale) : NEG_INF;
     }
     __syncthreads();
     const int p = s * ATTN_SPLIT + tid;
@@ -78,26 +129,32 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
     const float e = valid ? expf(__fsub_rn(score, m)) : 0.0f;
     sh.es[tid] = e;
     const float l = block_sum<ATTN_SPLIT>(e, sh.scratch);  // its barriers publish es[]
-    const int hdp = (hd + 31) & ~31;
-    const int groups = ATTN_SPLIT / hdp;
-    const int g = tid / hdp, d = tid % hdp;
+    const int groups = ATTN_SPLIT / c4;
+    const int g = tid / c4, c = tid % c4;
     const int j0 = max(lo - s * ATTN_SPLIT, 0);
     const int j1 = min(pos - s * ATTN_SPLIT, ATTN_SPLIT - 1);
-    float a = 0.0f;
-    if (g < groups && d < hd) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (g < groups) {
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
-#pragma unroll 16
+#pragma unroll 8
         for (; j <= j1; j += groups) {
             const int pp = s * ATTN_SPLIT + j;
             const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
-            a = __fmaf_rn(sh.es[j], vc[(slot * nkv + kvh) * hd + d], a);
+            const float4 v = reinterpret_cast<const float4*>(vc + (slot * nkv + kvh) * hd)[c];
+            const float w = sh.es[j];
+            a.x = __fmaf_rn(w, v.x, a.x);
+            a.y = __fmaf_rn(w, v.y, a.y);
+            a.z = __fmaf_rn(w, v.z, a.z);
+            a.w = __fmaf_rn(w, v.w, a.w);
         }
+        sh.part[g * c4 + c] = a;
     }
-    sh.part[tid] = a;
     __syncthreads();
     float total = 0.0f;
-    if (tid < hd)
-        for (int gg = 0; gg < groups; ++gg) total = __fadd_rn(total, sh.part[gg * hdp + tid]);
+    if (tid < hd) {
+        const float* part = reinterpret_cast<const float*>(sh.part);
+        for (int gg = 0; gg < groups; ++gg) total = __fadd_rn(total, part[gg * hd + tid]);
+    }
     __syncthreads();
     m_out = m;
     l_out = l;
@@ -135,7 +192,7 @@ attn_paged_f32(const float* q, const float* kc, const float* vc, float* out, con
     const u32* tab = tables + row_tab[row];
     const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
     const float* qrow = q + ((size_t)row * nh + head) * hd;
-    if (tid < hd) sh.qs[tid] = qrow[tid];
+    if (tid < hd) reinterpret_cast<float*>(sh.qs)[tid] = qrow[tid];
     __syncthreads();
     float rm = NEG_INF, rl = 0.0f, ra = 0.0f;
     for (int s = lo / ATTN_SPLIT; s <= pos / ATTN_SPLIT; ++s) {
@@ -164,7 +221,7 @@ attn_split_f32(const float* q, const float* kc, const float* vc, float* part, co
     const int kvh = head / (nh / nkv);
     const u32* tab = tables + row_tab[row];
     const float* qrow = q + ((size_t)row * nh + head) * hd;
-    if (tid < hd) sh.qs[tid] = qrow[tid];
+    if (tid < hd) reinterpret_cast<float*>(sh.qs)[tid] = qrow[tid];
     __syncthreads();
     float m, l, a;
     attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);

@@ -201,3 +201,22 @@ __device__ __forceinline__ void dequant32(const u8* row, int u, float* o) {
         }
     }
 }
+
+// ---- Rotary position embedding (RoFormer, Su et al. 2021) -------------------------------------
+//
+// Rotates pair i of one head vector v in place: angle = p * inv_freq[i] (inv_freq computed on the
+// host as the CPU does), NEOX pairs (i, i + half) or, interleaved, adjacent pairs (2i, 2i + 1).
+// Arithmetic spelled out so every kernel that inlines this rounds identically. Returns the pair's
+// indices in a, b.
+__device__ __forceinline__ void rope_pair(float* v, u32 p, const float* inv_freq, int i, int half, int interleaved,
+                                          int& a, int& b) {
+    const float angle = __fmul_rn((float)p, inv_freq[i]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    a = interleaved ? 2 * i : i;
+    b = interleaved ? 2 * i + 1 : i + half;
+    const float x0 = v[a];
+    const float x1 = v[b];
+    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    v[b] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}

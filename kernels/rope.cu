@@ -11,13 +11,6 @@ extern "C" __global__ void rope_f32(float* x, const u32* pos, const float* inv_f
     const int half = head_dim / 2;
     if (i >= half) return;
     float* v = x + ((size_t)blockIdx.x * heads + blockIdx.y) * head_dim;
-    const float angle = (float)pos[blockIdx.x] * inv_freq[i];
-    float s, c;
-    sincosf(angle, &s, &c);
-    const int a = interleaved ? 2 * i : i;
-    const int b = interleaved ? 2 * i + 1 : i + half;
-    const float x0 = v[a];
-    const float x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x1 * c + x0 * s;
+    int a, b;
+    rope_pair(v, pos[blockIdx.x], inv_freq, i, half, interleaved, a, b);
 }

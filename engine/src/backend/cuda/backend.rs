@@ -472,9 +472,17 @@ fn encode(
             (Some(_), Some(local)) => local,
             _ => &w.inv_freq_global,
         };
-        dev.rope(q, &idx.pos, inv_freq, nh, c.rope_style)?;
-        dev.rope(k, &idx.pos, inv_freq, nkv, c.rope_style)?;
-        dev.kv_append(k, v, &mut kc[li], &mut vc[li], &idx.slots, nkv * hd)?;
+        dev.rope_qk_append(
+            q,
+            k,
+            v,
+            &mut kc[li],
+            &mut vc[li],
+            idx,
+            inv_freq,
+            (nh, nkv),
+            c.rope_style,
+        )?;
         let path = match (attn_nz, part.as_mut()) {
             (Some(nz), Some(part)) => AttnPath::Workspace { part, nz },
             _ => AttnPath::Auto,

@@ -549,6 +549,70 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// [`CudaDevice::rope`] on `q` (`[rows, nh, hd]` f32) and `k` (`[rows, nkv, hd]`), then
+    /// [`CudaDevice::kv_append`] of the rotated `k` and of `v`, in one launch with the same
+    /// per-element operations (kernels/attention.cu `rope_qk_append_f32`). Errors: shapes that
+    /// do not add up.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_qk_append(
+        &self,
+        q: &mut CudaSlice<f32>,
+        k: &mut CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        kc: &mut CudaSlice<f32>,
+        vc: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        inv_freq: &CudaSlice<f32>,
+        (nh, nkv): (usize, usize),
+        style: RopeStyle,
+    ) -> Result<()> {
+        let hd = inv_freq.len() * 2;
+        let rows = idx.pos.len();
+        check(
+            q.len() == rows * nh * hd
+                && k.len() == rows * nkv * hd
+                && v.len() == k.len()
+                && idx.slots.len() == rows
+                && hd <= 2048,
+            || {
+                format!(
+                    "rope_qk_append: q {} k {} for {rows} x ({nh}, {nkv}) x {hd}",
+                    q.len(),
+                    k.len()
+                )
+            },
+        )?;
+        let f = self.function("attention.cu", "rope_qk_append_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, (nh + nkv) as u32, 1),
+            block_dim: ((hd / 2) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nhi, nkvi, hdi) = (
+            i32_of(nh, "heads")?,
+            i32_of(nkv, "kv heads")?,
+            i32_of(hd, "head_dim")?,
+        );
+        let interleaved = i32::from(style == RopeStyle::Interleaved);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(k)
+            .arg(v)
+            .arg(kc)
+            .arg(vc)
+            .arg(&idx.pos)
+            .arg(&idx.slots)
+            .arg(inv_freq)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&interleaved);
+        // SAFETY: signature matches; shapes checked above; slots index the cache (the block
+        // manager hands them out).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
     /// Copies block `src` to block `dst` of a cache laid out in blocks of `per_block` floats.
     pub fn kv_copy_block(
         &self,
@@ -594,6 +658,7 @@ impl CudaDevice {
             q.len() == rows * nh * hd
                 && out.len() == q.len()
                 && hd <= split
+                && hd.is_multiple_of(4)
                 && nkv > 0
                 && nh.is_multiple_of(nkv)
                 && idx.host_pos.len() == rows,

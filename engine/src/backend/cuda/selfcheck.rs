@@ -250,13 +250,59 @@ fn check_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let gpu = s.clone_dtoh(&xd).map_err(drv)?;
         let ones = vec![1f32; gpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
+        // The fused rope + KV append (heads/2 KV heads here) against rope_f32 then kv_append_f32:
+        // q, the cache's K and V rows bit for bit.
+        let nkv = heads / 2;
+        let kx = rng.vec(tokens * nkv * hd, -1.0, 1.0);
+        let vx = rng.vec(tokens * nkv * hd, -1.0, 1.0);
+        let slots: Vec<u32> = (0..tokens as u32).map(|t| (t * 5 + 3) % 64).collect();
+        let idx = KvIndex {
+            pos: pd.clone(),
+            slots: s.clone_htod(&slots).map_err(drv)?,
+            row_tab: s.clone_htod(&vec![0u32; tokens]).map_err(drv)?,
+            tables: s.clone_htod(&[0u32]).map_err(drv)?,
+            host_pos: pos.clone(),
+        };
+        let vd = s.clone_htod(&vx).map_err(drv)?;
+        let cache = 64 * nkv * hd;
+        let (mut kc1, mut vc1) = (
+            s.alloc_zeros::<f32>(cache).map_err(drv)?,
+            s.alloc_zeros::<f32>(cache).map_err(drv)?,
+        );
+        let (mut kc2, mut vc2) = (
+            s.alloc_zeros::<f32>(cache).map_err(drv)?,
+            s.alloc_zeros::<f32>(cache).map_err(drv)?,
+        );
+        let mut kd1 = s.clone_htod(&kx).map_err(drv)?;
+        dev.rope(&mut kd1, &pd, &fd, nkv, style)?;
+        dev.kv_append(&kd1, &vd, &mut kc1, &mut vc1, &idx.slots, nkv * hd)?;
+        let mut qd2 = s.clone_htod(&x).map_err(drv)?;
+        let mut kd2 = s.clone_htod(&kx).map_err(drv)?;
+        dev.rope_qk_append(
+            &mut qd2,
+            &mut kd2,
+            &vd,
+            &mut kc2,
+            &mut vc2,
+            &idx,
+            &fd,
+            (heads, nkv),
+            style,
+        )?;
+        let bits = |a: &cudarc::driver::CudaSlice<f32>,
+                    b: &cudarc::driver::CudaSlice<f32>|
+         -> Result<bool> {
+            let (a, b) = (s.clone_dtoh(a).map_err(drv)?, s.clone_dtoh(b).map_err(drv)?);
+            Ok(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()))
+        };
+        let fused = bits(&xd, &qd2)? && bits(&kc1, &kc2)? && bits(&vc1, &vc2)?;
         out.push(CheckRow {
-            op: format!("rope_f32 {style:?}"),
-            case: format!("tokens={tokens} heads={heads} head_dim={hd} pos<8192"),
+            op: format!("rope_f32(+qk_append) {style:?}"),
+            case: format!("tokens={tokens} heads={heads} kv={nkv} head_dim={hd} pos<8192"),
             max_abs_diff: d,
-            tolerance: "1e-5 abs".into(),
+            tolerance: "1e-5 abs; fused bit-equal".into(),
             within: ok,
-            batch_identical: None,
+            batch_identical: Some(fused),
         });
     }
     Ok(out)
