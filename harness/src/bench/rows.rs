@@ -71,6 +71,9 @@ pub struct Env {
     pub weight_bytes: usize,
     pub kv_bytes_per_token: usize,
     pub threads: usize,
+    /// CUDA: the engine settings a figure depends on (`cuda_graph_max_batch`, the kernel
+    /// defines set in the configuration); `None` on the CPU.
+    pub settings: Option<serde_json::Value>,
 }
 
 /// One figure.
@@ -94,6 +97,9 @@ pub struct Row {
     pub bw_fraction: Option<f64>,
     pub weight_bytes: usize,
     pub host_threads: usize,
+    /// CUDA engine settings of the run (see [`Env::settings`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Value>,
     /// An anchor measured in the same run (none yet for this scenario).
     pub anchor: Option<serde_json::Value>,
     /// Scenario-specific figures beside the median/min/max (percentiles, request and error
@@ -136,6 +142,12 @@ impl Env {
             weight_bytes: m.weight_bytes(),
             kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config),
             threads,
+            settings: cuda.then(|| {
+                serde_json::json!({
+                    "cuda_graph_max_batch": cfg.cuda_graph_max_batch,
+                    "kernel_defines": cfg.kernel_defines,
+                })
+            }),
         })
     }
 
@@ -171,6 +183,7 @@ impl Env {
             bw_fraction: gbps.map(|g| g / self.copy_gbps),
             weight_bytes: self.weight_bytes,
             host_threads: self.threads,
+            settings: self.settings.clone(),
             anchor: None,
             extra: None,
         }
