@@ -437,6 +437,11 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #ifndef QLIN_M1_WARPS
 #define QLIN_M1_WARPS 8
 #endif
+// Units a lane's loop over K unrolls (weight loads in flight per lane; the accumulation order is
+// the loop's, whatever the unroll).
+#ifndef QLIN_M1_UNROLL
+#define QLIN_M1_UNROLL 4
+#endif
 template <int ROWS, int F>
 __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                   const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
@@ -468,7 +473,7 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         float acc[ROWS];
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) acc[i] = 0.0f;
-#pragma unroll 2
+#pragma unroll QLIN_M1_UNROLL
         for (int u = lane; u < nu; u += 32) {
             const float4* xt = xs + (u / 32) * (XCHUNK / 4);
             const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[u] : 0.0f;

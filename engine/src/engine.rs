@@ -2,7 +2,7 @@
 //! one-token decode steps, with stop conditions. The continuous-batching scheduler (serve) drives
 //! the same backend interface with many sequences per step.
 
-use crate::backend::{Backend, LogitsWanted, SeqChunk};
+use crate::backend::{Backend, LogitsWanted, Pick, SeqChunk};
 use crate::error::{Error, Result};
 use crate::kv::{BlockManager, BlockTable};
 use crate::sample::{sample, SamplingParams};
@@ -220,6 +220,10 @@ impl Engine {
             })
             .collect();
         let mut fed = vec![0usize; n];
+        // Each sequence's next token, chosen in the step that computed its logits
+        // ([`Backend::forward_pick`]: on the device for CUDA, only tokens come back), and that
+        // step's logits row when kept.
+        let mut next_tok: Vec<Option<u32>> = vec![None; n];
         let mut last: Vec<Option<Vec<f32>>> = vec![None; n];
         let mut done = vec![false; n];
         loop {
@@ -235,24 +239,17 @@ impl Engine {
                     step.push((i, reqs[i].prompt[fed[i]..fed[i] + m].to_vec()));
                     continue;
                 }
-                let logits = last[i].take().expect("logits after prefill");
+                let next = next_tok[i].take().expect("a token picked after prefill");
                 let r = &reqs[i];
-                let pos = (r.prompt.len() + outs[i].tokens.len()) as u64;
-                let next = sample(
-                    &logits,
-                    &r.params,
-                    &r.prompt,
-                    &outs[i].tokens,
-                    r.sequence,
-                    pos,
-                );
                 if r.stop_ids.contains(&next) {
                     done[i] = true;
                     continue;
                 }
                 outs[i].tokens.push(next);
                 if keep_logits {
-                    outs[i].step_logits.push(logits);
+                    outs[i]
+                        .step_logits
+                        .push(last[i].take().expect("logits kept with the pick"));
                 }
                 if outs[i].tokens.len() >= r.max_tokens {
                     done[i] = true;
@@ -284,14 +281,39 @@ impl Engine {
                     }
                 })
                 .collect();
-            let mut rows = self.backend.forward(&chunks)?.into_iter();
-            for (c, (i, toks)) in chunks.iter().zip(&step) {
+            // One pick per wanted row, at the position of the token it chooses.
+            let mut picked_for = Vec::new();
+            let picks: Vec<Pick<'_>> = chunks
+                .iter()
+                .zip(&step)
+                .filter(|(c, _)| c.logits == LogitsWanted::Last)
+                .enumerate()
+                .map(|(row, (c, (i, _)))| {
+                    picked_for.push(*i);
+                    let r = &reqs[*i];
+                    Pick {
+                        row,
+                        params: &r.params,
+                        prompt: &r.prompt,
+                        output: &outs[*i].tokens,
+                        extra: &[],
+                        sequence: r.sequence,
+                        position: (c.start_pos + c.tokens.len()) as u64,
+                        logprobs: None,
+                        want_logits: keep_logits,
+                    }
+                })
+                .collect();
+            let picked = self.backend.forward_pick(&chunks, &picks)?;
+            drop(picks);
+            for (i, toks) in &step {
                 if fed[*i] < reqs[*i].prompt.len() {
                     fed[*i] += toks.len();
                 }
-                if c.logits == LogitsWanted::Last {
-                    last[*i] = Some(rows.next().expect("row per wanted chunk"));
-                }
+            }
+            for (i, p) in picked_for.into_iter().zip(picked) {
+                next_tok[i] = Some(p.token);
+                last[i] = p.logits;
             }
         }
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 9] = [
+pub const KERNEL_DEFINES: [&str; 10] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -19,6 +19,7 @@ pub const KERNEL_DEFINES: [&str; 9] = [
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
     "QLIN_M1_WARPS",
+    "QLIN_M1_UNROLL",
 ];
 
 /// The source of a value nobody set.
@@ -57,7 +58,8 @@ pub struct Config {
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
-    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS), as
+    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
+    /// QLIN_M1_UNROLL), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where

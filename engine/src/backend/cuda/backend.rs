@@ -483,7 +483,10 @@ fn encode(
             (nh, nkv),
             c.rope_style,
         )?;
+        // A graphed step whose rows all have one KV split walks it in one kernel (a fixed grid
+        // either way; same bits); more splits take the workspace on a fixed split grid.
         let path = match (attn_nz, part.as_mut()) {
+            (Some(1), _) => AttnPath::Walk,
             (Some(nz), Some(part)) => AttnPath::Workspace { part, nz },
             _ => AttnPath::Auto,
         };
@@ -573,7 +576,12 @@ impl CudaBackend {
                 .max()
                 .unwrap_or(1)
                 .next_power_of_two();
-            let part = t * c.n_heads * nz * (c.head_dim + 2);
+            // Rows with one split walk it (no partials); see `encode`.
+            let part = if nz > 1 {
+                t * c.n_heads * nz * (c.head_dim + 2)
+            } else {
+                0
+            };
             if part * 4 <= super::ops::ATTN_PART_BYTES {
                 self.run_graphed(&plan, n_run, nz, part)?;
                 return Ok(Some(StepOut::Graphed(t)));

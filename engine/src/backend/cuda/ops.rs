@@ -167,7 +167,7 @@ impl CudaDevice {
         let f = self.function("norm.cu", "rms_norm_residual_f32")?;
         let cfg = LaunchConfig {
             grid_dim: (rows as u32, 1, 1),
-            block_dim: (self.define("NORM_THREADS", 1024), 1, 1),
+            block_dim: (self.define("NORM_THREADS", 256), 1, 1),
             shared_mem_bytes: 0,
         };
         let n = i32_of(n, "n")?;
