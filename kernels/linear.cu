@@ -262,13 +262,15 @@ __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
 #define XCHUNK 1024
 __device__ __forceinline__ int xs_slot(int s) { return (s & ~7) | ((s ^ (s >> 3)) & 7); }
 
-// QLIN_FACTOR = 1: the scale is applied once per unit, d·Σ q·x (Q8_0) and dl·Σ q·x − ml·Σ x (Q4_K,
-// with Σ x per unit and token computed once per block when staging) instead of dequantizing every
-// weight. Fewer operations per weight, a different (still M-independent) rounding: a speed
-// variant measured by `probe --bench-kernels`; the default 0 keeps the values bit-identical to
-// the raw-layout kernels (and so the CPU's dequantized weights).
+// QLIN_FACTOR = 1 (the default): the scale is applied once per unit, d·Σ q·x (Q8_0) and
+// dl·Σ q·x − ml·Σ x (Q4_K, with Σ x per unit and token computed once per block when staging)
+// instead of dequantizing every weight. Fewer operations per weight (Q4_K decode +7% on the H200,
+// research/cuda-notes.md), a rounding of its own that is still the same for every M (Level A);
+// a model's matrices all take the repacked kernels, so no matrix is ever computed both ways.
+// 0 keeps the values bit-identical to the raw-layout kernels (and so the CPU's dequantized
+// weights).
 #ifndef QLIN_FACTOR
-#define QLIN_FACTOR 0
+#define QLIN_FACTOR 1
 #endif
 
 // Weights of unit u of row r into registers (Q8_0: 32 quant bytes in wa, wb and the f16 scale
