@@ -547,4 +547,60 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e:#}").contains("prot"), "{e:#}");
     }
+
+    #[test]
+    fn cuda_graph_max_batch_from_file_flag_and_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("memra.toml");
+        assert_eq!(Config::default().cuda_graph_max_batch, 32);
+        std::fs::write(
+            &p,
+            "cuda_graph_max_batch = 8
+",
+        )
+        .unwrap();
+        let from_file = ConfigArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(from_file.cuda_graph_max_batch, 8);
+        assert!(from_file
+            .source("cuda_graph_max_batch")
+            .contains("config file"));
+        let c = ConfigArgs {
+            config: Some(p.clone()),
+            cuda_graph_max_batch: Some(0),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            (c.cuda_graph_max_batch, c.source("cuda_graph_max_batch")),
+            (0, "flag")
+        );
+        std::fs::write(
+            &p,
+            "cuda_graph_max_batch = 300
+",
+        )
+        .unwrap();
+        let e = ConfigArgs {
+            config: Some(p),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("at most 256"), "{e:#}");
+        // A device defaults file may set it, 0 included; out of range is an error naming the key.
+        let mut t = Config::default();
+        t.set_tuned("cuda_graph_max_batch", &toml::Value::Integer(0))
+            .unwrap();
+        assert_eq!(t.cuda_graph_max_batch, 0);
+        let e = t
+            .set_tuned("cuda_graph_max_batch", &toml::Value::Integer(-1))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("cuda_graph_max_batch"), "{e:#}");
+    }
 }
