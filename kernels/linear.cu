@@ -234,9 +234,10 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 // The GGUF Q8_0 (34-byte) and Q4_K (144-byte) blocks are not 16-byte aligned, so the weights of
 // the decoder layers are split at upload into an aligned array of quants (Q4_K: 16 bytes per
 // 32-element sub-block, so a lane's unit is one 16-byte load) and an array of block headers. The
-// values, the lane ownership (lane l owns 32-element units u = l, l + 32, ...) and every
-// arithmetic step are those of `linear_impl` above (unless QLIN_FACTOR), so results are
-// bit-identical to the raw layout; only the loads differ.
+// values and the lane ownership (lane l owns 32-element units u = l, l + 32, ...) are those of
+// `linear_impl` above. With QLIN_FACTOR = 0 every arithmetic step is too, so results are
+// bit-identical to the raw layout; with QLIN_FACTOR = 1 (the default) the scale is applied once
+// per unit (below): a rounding of its own, the same for every M.
 
 // Integer-to-float conversions by the 2^23 trick (one byte permute or OR, one add: full-rate ALU
 // instead of the quarter-rate I2F); exact, so the values are those of a (float) cast.

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use memra_engine::backend::cpu::CpuBackend;
 use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
 use memra_engine::backend::cuda::compile::KernelOptions;
+use memra_engine::backend::cuda::ops::ATTN_PART_BYTES;
 use memra_engine::backend::cuda::{self, CudaDevice};
 use memra_engine::backend::Backend;
 use memra_engine::models::Model;
@@ -92,13 +93,16 @@ impl CudaPool {
             return Ok(cw.clone());
         }
         let cw = Arc::new(CudaWeights::upload(&self.dev, model)?);
+        // Backends read the weights from streams of their own.
+        self.dev.synchronize()?;
         w.push((model.clone(), cw.clone()));
         Ok(cw)
     }
 
-    /// A backend for `model` with `blocks` KV blocks of `block_size` positions, decode steps of
-    /// up to `cuda_graph_max_batch` rows replayed as CUDA graphs, optionally the shape-dependent
-    /// split-K canary.
+    /// A backend for `model` with `blocks` KV blocks of `block_size` positions on a stream of its
+    /// own (so one engine thread's CUDA graph capture never takes in another's launches), decode
+    /// steps of up to `cuda_graph_max_batch` rows replayed as CUDA graphs, optionally the
+    /// shape-dependent split-K canary.
     pub fn backend(
         &self,
         model: &Arc<Model>,
@@ -107,7 +111,7 @@ impl CudaPool {
         split_canary: bool,
     ) -> Result<CudaBackend> {
         let b = CudaBackend::new(
-            self.dev.clone(),
+            Arc::new(self.dev.with_own_stream()?),
             model.clone(),
             self.weights(model)?,
             blocks,
@@ -123,18 +127,36 @@ impl CudaPool {
 }
 
 /// Device memory one engine step's activations may need: `max_tokens` rows through every
-/// buffer of the forward pass plus a logits row per token, the buffers the CUDA graphs of row
-/// counts 1 ..= `graph_max_batch` keep (the same per row, plus attention partials for 8,192
-/// positions of context), the sampling kernel's scratch, and 256 MiB for kernel images and
-/// allocator slack.
-fn activation_reserve(model: &Model, max_tokens: usize, graph_max_batch: usize) -> usize {
+/// buffer of the forward pass plus a logits row per token; the buffers the CUDA graphs of row
+/// counts 1 ..= `cfg.cuda_graph_max_batch` keep (the same per row, plus each row count's
+/// attention partials at the served context, `serve.context_len` or the model's own, for the
+/// row counts whose partials stay within the graphed limit); the sampling kernel's scratch; and
+/// 256 MiB for kernel images and allocator slack.
+fn activation_reserve(model: &Model, max_tokens: usize, cfg: &Config) -> usize {
     let c = &model.config;
     let q = c.n_heads * c.head_dim;
     let kv = c.n_kv_heads * c.head_dim;
     let per_token = 6 * c.hidden_size + 4 * q + 3 * kv + 3 * c.intermediate_size + c.vocab_size;
-    let graph_rows = graph_max_batch * (graph_max_batch + 1) / 2;
-    let part_per_row = c.n_heads * 32 * (c.head_dim + 2);
-    (max_tokens * per_token + graph_rows * (per_token + part_per_row)) * 4
+    let ctx = match cfg.serve.context_len {
+        0 => c.max_context,
+        n => n,
+    };
+    let split = cfg
+        .kernel_defines
+        .get("ATTN_SPLIT")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(256)
+        .max(1);
+    let part_row = 4 * c.n_heads * ctx.div_ceil(split).next_power_of_two() * (c.head_dim + 2);
+    let graphs: usize = (1..=cfg.cuda_graph_max_batch)
+        .map(|t| {
+            let part = t * part_row;
+            let part = if part <= ATTN_PART_BYTES { part } else { 0 };
+            t * per_token * 4 + part
+        })
+        .sum();
+    max_tokens * per_token * 4
+        + graphs
         + memra_engine::backend::cuda::sample::SampleScratch::bytes(c.vocab_size)
         + (256 << 20)
 }
@@ -154,7 +176,7 @@ pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, Backe
             &model.config,
             block_size,
             cfg.gpu_memory_utilization,
-            activation_reserve(model, max_tokens, cfg.cuda_graph_max_batch),
+            activation_reserve(model, max_tokens, cfg),
         )?;
         let model = model.clone();
         let make: BackendFactory = Box::new(move || {

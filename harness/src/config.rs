@@ -73,9 +73,10 @@ pub struct Config {
     /// sequence's acceptance estimate it sets the draft length per step, up to the request's k
     /// (0: always k). `memra tune` measures it per device.
     pub spec_row_cost: f32,
-    /// CUDA: decode steps (every sequence one token, or a speculative verify) of up to this many
-    /// rows are captured into CUDA graphs and replayed; 0 turns graphs off. Logits are
-    /// bit-identical either way (the CUDA lane's gates check it).
+    /// CUDA: steps of up to this many rows whose every row's logits are wanted (decode,
+    /// speculative verify, a prompt's last one-token chunk) are captured into CUDA graphs and
+    /// replayed; 0 turns graphs off. Logits are bit-identical either way (the CUDA lane's gates
+    /// check it).
     pub cuda_graph_max_batch: usize,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
@@ -272,37 +273,43 @@ pub struct ConfigArgs {
     #[arg(long, global = true)]
     pub prefill_chunk: Option<usize>,
     /// serve: address to bind [default: 127.0.0.1].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub host: Option<String>,
     /// serve: port to bind, 0 = any free port [default: 8000].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub port: Option<u16>,
     /// serve: most tokens per engine step [default: 512].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub max_batch_tokens: Option<usize>,
     /// serve: most sequences running at once [default: 64].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub max_running: Option<usize>,
     /// serve: most requests waiting before 429 [default: 256].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub queue_capacity: Option<usize>,
     /// serve: context length, 0 = the model's own capped by the KV cache [default: 0].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub context_len: Option<usize>,
     /// serve: bearer key required on the API routes [default: none].
-    #[arg(long, global = true, env = "MEMRA_API_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Serve options (memra serve)",
+        env = "MEMRA_API_KEY",
+        hide_env_values = true
+    )]
     pub api_key: Option<String>,
     /// serve: keyring file (sha256 of each key, its tenant and concurrency cap) [default: none].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub keyring: Option<PathBuf>,
     /// serve: draft model for speculative decoding with method "draft" [default: none].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub draft_model: Option<String>,
     /// serve: seconds between SSE keep-alive comments [default: 10].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub keepalive_secs: Option<u64>,
     /// serve: seconds in-flight requests get to finish after SIGTERM [default: 30].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub drain_secs: Option<u64>,
 }
 

@@ -203,7 +203,8 @@ fn cuda_engine(
         crate::backends::kernel_options(&c, &[]),
     )?);
     let w = Arc::new(CudaWeights::upload(&dev, &loaded.model)?);
-    let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?;
+    let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?
+        .with_graphs(cfg.cuda_graph_max_batch);
     Ok(Engine::new(
         Box::new(b) as Box<dyn Backend>,
         cfg.prefill_chunk,

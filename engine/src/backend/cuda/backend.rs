@@ -42,7 +42,8 @@ pub struct CudaWeights {
     lm_head: Option<DevMatrix>,
     inv_freq_global: CudaSlice<f32>,
     inv_freq_local: Option<CudaSlice<f32>>,
-    /// Bytes of device memory the weights take.
+    /// Bytes of the weights as stored ([`Model::weight_bytes`]; the repacked layouts keep the
+    /// size), the figure draft-cost estimates divide.
     pub bytes: usize,
 }
 
@@ -533,6 +534,30 @@ fn encode(
     Ok(())
 }
 
+/// A stream capture in progress: ended by [`CaptureGuard::end`], or on drop (a panic inside the
+/// captured code) so the stream never stays in capture mode.
+struct CaptureGuard<'a>(&'a Arc<cudarc::driver::CudaStream>);
+
+impl CaptureGuard<'_> {
+    /// Ends the capture and instantiates its graph.
+    fn end(
+        self,
+    ) -> std::result::Result<Option<cudarc::driver::CudaGraph>, cudarc::driver::DriverError> {
+        let s = self.0;
+        std::mem::forget(self);
+        s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+    }
+}
+
+impl Drop for CaptureGuard<'_> {
+    fn drop(&mut self) {
+        // The graph (if any) is discarded; the error, if any, was the capture's own.
+        let _ = self
+            .0
+            .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+    }
+}
+
 /// Where a step's logits are: its own buffers (ungraphed) or row count `t`'s graph buffers.
 enum StepOut {
     Owned(Box<StepBuffers>),
@@ -621,12 +646,15 @@ impl CudaBackend {
         }
         let capture = e.seen.contains(&key);
         let s = dev.stream();
-        if capture {
+        let guard = if capture {
             s.begin_capture(
                 cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )
             .map_err(super::drv)?;
-        }
+            Some(CaptureGuard(s))
+        } else {
+            None
+        };
         let r = encode(
             dev,
             &self.model.config,
@@ -638,12 +666,12 @@ impl CudaBackend {
             n_run,
             Some(nz),
         );
-        if !capture {
+        let Some(guard) = guard else {
             r?;
             e.seen.insert(key);
             return Ok(());
-        }
-        let g = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+        };
+        let g = guard.end();
         r?;
         let g = g.map_err(super::drv)?.ok_or_else(|| {
             Error::Unsupported("CUDA graph capture of a decode step returned no graph".into())

@@ -7,10 +7,12 @@
 //! graphed step keeps its buffers across steps ([`StepBuffers`], one set per row count `t`), takes
 //! its per-step inputs (token ids, positions, KV slots, block tables) from device buffers refilled
 //! before each replay, and runs attention on a fixed grid of `nz` KV splits per row
-//! ([`super::ops::AttnPath::Workspace`], `nz` a power of two at least every row's split count).
-//! The kernels and their arguments are those of the ungraphed step, so the logits are
-//! bit-identical (DESIGN.md §3; the CUDA lane's gates compare graphed steps with ungraphed
-//! ones).
+//! ([`super::ops::AttnPath::Workspace`], `nz` a power of two at least every row's split count),
+//! or walks them in one kernel when every row has one split. Every kernel computes each row in
+//! the same order as in an ungraphed step (the attention paths share one per-split routine and
+//! merge splits in the same order), so the logits are bit-identical (DESIGN.md §3; the CUDA
+//! lane's gates compare graphed steps with ungraphed ones). Each backend has a stream of its own,
+//! so a capture never takes in another engine thread's launches.
 
 use super::ops::KvIndex;
 use super::{drv, CudaDevice};

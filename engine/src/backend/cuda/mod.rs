@@ -113,11 +113,11 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     opts: KernelOptions,
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
     /// Functions looked up so far, by `file/function` (a launch then costs no module lookup).
-    functions: Mutex<HashMap<String, CudaFunction>>,
-    /// Dynamic shared memory opted into so far, by `file/function` (bytes).
-    smem_granted: Mutex<HashMap<String, u32>>,
+    functions: Arc<Mutex<HashMap<String, CudaFunction>>>,
+    /// Dynamic shared memory opted into so far, by function name (bytes).
+    smem_granted: Arc<Mutex<HashMap<String, u32>>>,
 }
 
 impl CudaDevice {
@@ -178,9 +178,26 @@ impl CudaDevice {
             stream,
             info,
             opts,
-            modules: Mutex::new(HashMap::new()),
-            functions: Mutex::new(HashMap::new()),
-            smem_granted: Mutex::new(HashMap::new()),
+            modules: Arc::new(Mutex::new(HashMap::new())),
+            functions: Arc::new(Mutex::new(HashMap::new())),
+            smem_granted: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The same device (context, compiled kernels) with a stream of its own. Each backend runs
+    /// on its own stream, so a CUDA graph capture on one (capture is per stream) never takes in
+    /// another engine thread's launches. Buffers made on this device's stream must be complete
+    /// before another stream reads them (call [`CudaDevice::synchronize`] after an upload that
+    /// several backends share). Errors: the driver refusing a stream.
+    pub fn with_own_stream(&self) -> Result<CudaDevice> {
+        Ok(CudaDevice {
+            ctx: self.ctx.clone(),
+            stream: self.ctx.new_stream().map_err(drv)?,
+            info: self.info.clone(),
+            opts: self.opts.clone(),
+            modules: self.modules.clone(),
+            functions: self.functions.clone(),
+            smem_granted: self.smem_granted.clone(),
         })
     }
 
@@ -256,8 +273,9 @@ impl CudaDevice {
         Ok(f)
     }
 
-    /// Lets `file/func` launch with `bytes` of dynamic shared memory (above 48 KiB a kernel must
-    /// opt in); the driver is asked once per function and size. Errors: the driver's refusal.
+    /// Lets function `key` launch with `bytes` of dynamic shared memory (above 48 KiB a kernel
+    /// must opt in); the driver is asked once per function and size. Errors: the driver's
+    /// refusal.
     pub(crate) fn grant_smem(&self, key: &str, f: &CudaFunction, bytes: u32) -> Result<()> {
         let mut g = self.smem_granted.lock().unwrap_or_else(|e| e.into_inner());
         if g.get(key).is_some_and(|&b| b >= bytes) {

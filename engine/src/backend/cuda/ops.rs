@@ -95,8 +95,9 @@ impl DevMatrix {
     }
 
     /// [`DevMatrix::upload`], repacking Q8_0 and Q4_K into the aligned layout of the
-    /// `linear_*_r` kernels (same values, same reduction order, 16-byte loads). Such a matrix
-    /// serves linear layers only, not embedding gathers.
+    /// `linear_*_r` kernels (same values and lane order, 16-byte loads; with QLIN_FACTOR = 1, the
+    /// default, the scale is applied once per unit, a rounding of its own that is the same for
+    /// every M). Such a matrix serves linear layers only, not embedding gathers.
     pub fn upload_repacked(
         dev: &CudaDevice,
         raw: &[u8],
@@ -517,7 +518,7 @@ pub enum AttnPath<'a> {
 
 /// Bytes of split partials the split-parallel attention may use in one launch; beyond that the
 /// splits run one after another inside each block (same results either way).
-pub(crate) const ATTN_PART_BYTES: usize = 64 << 20;
+pub const ATTN_PART_BYTES: usize = 64 << 20;
 
 impl CudaDevice {
     /// Writes each row's K and V (`[rows, width]` f32, width = n_kv_heads * head_dim) into its
