@@ -499,6 +499,104 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
     }
 }
 
+// M > 1 with the one-token kernel's per-lane walk (QLIN_MT = 1; off by default until measured):
+// a block takes QLIN_MT_TOKENS tokens and QLIN_M1_WARPS * QLIN_MT_ROWS rows, stages x of all its
+// tokens one phase of QLIN_MT_PHASE elements at a time (the chunks swizzled and their unit sums
+// made as in the one-token kernel), and each lane runs its units u = l + 32c in increasing c
+// across the phases, loading a unit's weights once for every token. Per row and token the lanes,
+// units and operations are linear_qr_m1_impl's, so rows are bit-identical to decode rows whatever
+// M is. Dynamic shared memory: QLIN_MT_TOKENS * QLIN_MT_PHASE * (4 + 4/32) bytes. Grid:
+// (ceil(R / (QLIN_M1_WARPS * QLIN_MT_ROWS)), ceil(M / QLIN_MT_TOKENS)); block: 32 * QLIN_M1_WARPS.
+#ifndef QLIN_MT
+#define QLIN_MT 0
+#endif
+#ifndef QLIN_MT_TOKENS
+#define QLIN_MT_TOKENS 8
+#endif
+#ifndef QLIN_MT_ROWS
+#define QLIN_MT_ROWS 2
+#endif
+#define QLIN_MT_PHASE 2048
+template <int TOK, int ROWS, int F>
+__device__ __forceinline__ void linear_qr_mt_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                                  const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
+                                                  int M, int K, int R) {
+    constexpr int NCH = QLIN_MT_PHASE / XCHUNK;       // chunks per phase
+    constexpr int S4 = QLIN_MT_PHASE / 4;             // float4 slots per token and phase
+    extern __shared__ float4 xs[];                    // [TOK][NCH][XCHUNK / 4], swizzled
+    float* usum = reinterpret_cast<float*>(xs + TOK * S4);  // [TOK][QLIN_MT_PHASE / 32]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r0 = (blockIdx.x * QLIN_M1_WARPS + warp) * ROWS;
+    const int nr = max(0, min(ROWS, R - r0));
+    const int m0 = blockIdx.y * TOK;
+    const int mt = min(TOK, M - m0);
+    const int nu = K / 32;
+    float acc[ROWS][TOK];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+        for (int t = 0; t < TOK; ++t) acc[i][t] = 0.0f;
+    for (int p0 = 0; p0 < K; p0 += QLIN_MT_PHASE) {
+        __syncthreads();  // the previous phase's reads are done
+        for (int idx = threadIdx.x; idx < TOK * S4; idx += blockDim.x) {
+            const int t = idx / S4, s = idx % S4;
+            const int e = p0 + 4 * s;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
+            xs[t * S4 + (s / (XCHUNK / 4)) * (XCHUNK / 4) + xs_slot(s % (XCHUNK / 4))] = v;
+            if (QLIN_FACTOR && F == FMT_Q4_K) {
+                float p = (v.x + v.y) + (v.z + v.w);
+                p += __shfl_xor_sync(0xffffffffu, p, 1);
+                p += __shfl_xor_sync(0xffffffffu, p, 2);
+                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                if ((s & 7) == 0) usum[t * (QLIN_MT_PHASE / 32) + s / 8] = p;
+            }
+        }
+        __syncthreads();
+        if (nr == 0) continue;
+        // This phase's units of the lane: one per chunk; all their weights loaded first.
+        uint4 wa[NCH][ROWS], wb[NCH][ROWS];
+        u16 dq[NCH][ROWS];
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) {
+            const int u = p0 / 32 + c * 32 + lane;
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                dq[c][i] = 0;
+                if (i < nr && u < nu) qr_load<F>(q, h, r0 + i, u, K, wa[c][i], wb[c][i], dq[c][i]);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) {
+            const int u = p0 / 32 + c * 32 + lane;
+            if (u >= nu) continue;
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                if (i >= nr) continue;
+#pragma unroll
+                for (int t = 0; t < TOK; ++t) {
+                    if (t >= mt) continue;
+                    const float xsum =
+                        (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * (QLIN_MT_PHASE / 32) + c * 32 + lane] : 0.0f;
+                    acc[i][t] = qr_unit<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,
+                                           xs + t * S4 + c * (XCHUNK / 4), xsum, acc[i][t]);
+                }
+            }
+        }
+    }
+    if (nr == 0) return;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const int r = r0 + i;
+#pragma unroll
+        for (int t = 0; t < TOK; ++t) {
+            float v = warp_sum(acc[i][t]);
+            if (bias && i < nr) v += bias[r];
+            if (i < nr && t < mt && lane == 0) store_out(y, m0 + t, r, v);
+        }
+    }
+}
+
 // Q8_0: q = [R][K] int8 (block b of row r at q + r*K + 32b); h = [R][K/32] f16 scales.
 template <int TOK, int ROWS>
 __device__ __forceinline__ void linear_q8_0_r_impl(const float* x, const u8* q, const u16* h, const float* bias,
@@ -530,6 +628,12 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
         name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
                   int split_canary) {                                                              \
         linear_qr_m1_impl<LIN_ROWS_M1, F>(x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R); \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
+        name##_mt(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
+                  int split_canary) {                                                              \
+        linear_qr_mt_impl<QLIN_MT_TOKENS, QLIN_MT_ROWS, F>(x, q, reinterpret_cast<const u8*>(h),   \
+                                                           bias, LIN_OUTS, M, K, R);               \
     }
 
 LINEAR_R(linear_q8_0_r, u16, FMT_Q8_0)

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 10] = [
+pub const KERNEL_DEFINES: [&str; 13] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -20,6 +20,9 @@ pub const KERNEL_DEFINES: [&str; 10] = [
     "QLIN_M1_BLOCKS",
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
+    "QLIN_MT",
+    "QLIN_MT_TOKENS",
+    "QLIN_MT_ROWS",
 ];
 
 /// The source of a value nobody set.
@@ -59,7 +62,7 @@ pub struct Config {
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
     /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL), as
+    /// QLIN_M1_UNROLL, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where

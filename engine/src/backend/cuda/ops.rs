@@ -368,7 +368,24 @@ impl CudaDevice {
         // each row identically.
         let m1_smem = k.div_ceil(1024) * (4096 + 128);
         let one_token = m == 1 && (w.aux.is_none() || m1_smem <= self.info().max_smem_optin);
-        let m1 = if one_token { "_m1" } else { "" };
+        // M > 1 with QLIN_MT = 1: the multi-token kernel with the one-token kernel's per-lane walk
+        // (kernels/linear.cu linear_qr_mt_impl; off by default until measured on a device). The
+        // split canary keeps the tiled kernel, which implements it.
+        const MT_PHASE: usize = 2048;
+        let mt_tokens = self.define("QLIN_MT_TOKENS", 8).max(1) as usize;
+        let mt_smem = mt_tokens * (MT_PHASE * 4 + MT_PHASE / 8);
+        let multi = m > 1
+            && w.aux.is_some()
+            && !split_canary
+            && self.define("QLIN_MT", 0) == 1
+            && mt_smem <= self.info().max_smem_optin;
+        let m1 = if one_token {
+            "_m1"
+        } else if multi {
+            "_mt"
+        } else {
+            ""
+        };
         let mut cfg = self.linear_grid(if one_token { 1 } else { m.max(2) }, r);
         let func = match (&w.aux, w.dtype) {
             (None, d) => format!("linear_{}{m1}", fmt_suffix(d)),
@@ -388,6 +405,16 @@ impl CudaDevice {
                 cfg.grid_dim.0 = groups.min(per_sm * self.info().sm_count.max(1) as u32);
                 cfg.block_dim.0 = 32 * warps;
                 cfg.shared_mem_bytes = m1_smem as u32;
+            } else if multi {
+                let warps = self.define("QLIN_M1_WARPS", 8);
+                let rows = self.define("QLIN_MT_ROWS", 2);
+                cfg.grid_dim = (
+                    (r as u32).div_ceil(warps * rows),
+                    (m as u32).div_ceil(mt_tokens as u32),
+                    1,
+                );
+                cfg.block_dim = (32 * warps, 1, 1);
+                cfg.shared_mem_bytes = mt_smem as u32;
             } else {
                 // The token tile is capped at 8 (QLIN_TOKENS); each token stages one 1,024-element
                 // chunk of x (4 KiB) and its 32 unit sums at a time.
