@@ -2,10 +2,11 @@
 //! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
 //! (DESIGN.md §4). What it sweeps:
 //!
-//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_ROWS` (TTFT of a 512-token prompt), `LIN_WARPS`,
-//!   `LIN_ROWS_M1` (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth),
-//!   one at a time with the others at their kept values; a knob keeps its default unless a
-//!   candidate beats it beyond the measured spread.
+//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt),
+//!   `LIN_WARPS`, `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `NORM_THREADS` (decode tok/s,
+//!   bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth), one at a time with the others
+//!   at their kept values; a knob keeps its default unless a candidate beats it beyond the
+//!   measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
 //!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
@@ -252,11 +253,16 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if args.what.iter().any(|w| w == "kernels") && cuda {
         // (define, candidates, the kernel's own default, what is measured: Some(depth) = decode
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 5] = [
+        // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 9] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
             ("LIN_ROWS", &[1, 2], 1, None),
+            ("QLIN_MT", &[0, 1], 0, None),
             ("LIN_WARPS", &[2, 4, 8], 4, Some(128)),
             ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128)),
+            ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128)),
+            ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128)),
+            ("NORM_THREADS", &[128, 256, 512], 256, Some(128)),
             ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048)),
         ];
         for (name, cands, default, depth) in sweeps {
@@ -333,6 +339,45 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 ),
             );
         }
+    }
+    if args.what.iter().any(|w| w == "kernels") && cuda {
+        // CUDA graphs: bs=1 decode with decode steps launched one kernel at a time (0) or
+        // replayed as graphs of up to 32 rows; graphs stay unless plain launches beat them
+        // beyond the spread.
+        let mut results = Vec::new();
+        for g in [0usize, 32] {
+            let mut c = cfg.clone();
+            c.cuda_graph_max_batch = g;
+            let blocks = (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
+            let mut e = cuda_engine(&c, &loaded, &defines, blocks)?;
+            let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
+            eprintln!("  cuda_graph_max_batch={g}: {:.1} tok/s", stats(&s).0);
+            results.push((g, s));
+        }
+        let (off, on) = (&results[0], &results[1]);
+        let kept = if stats(&off.1).1 > stats(&on.1).2 {
+            off
+        } else {
+            on
+        };
+        let cands = results
+            .iter()
+            .map(|(v, s)| (toml::Value::Integer(*v as i64), stats(s).0))
+            .collect();
+        engine_vals.insert(
+            "cuda_graph_max_batch".to_string(),
+            tuned(
+                toml::Value::Integer(kept.0 as i64),
+                format!(
+                    "decode tok/s, bs=1, depth 128, {} new tokens; graphs (32) stay unless plain \
+                     launches (0) beat them beyond the spread",
+                    args.new_tokens
+                ),
+                "tok/s",
+                &kept.1,
+                cands,
+            ),
+        );
     }
     let mut run_cfg = cfg.clone();
     run_cfg.kernel_defines.extend(defines.clone());
