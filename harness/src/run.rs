@@ -11,8 +11,8 @@ use std::io::Write;
 /// Arguments of `memra run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Model: a catalog name (see `memra pull --list`), hf:owner/repo[:file], a .gguf file or an
-    /// HF checkpoint directory.
+    /// Model: a catalog name (see `memra pull --list`), hf:owner/repo[@revision][:file],
+    /// synth:SHAPE:DTYPE[:SEED], a .gguf file or an HF checkpoint directory.
     pub model: String,
     /// Prompt text.
     #[arg(long)]
@@ -61,9 +61,9 @@ pub struct RunArgs {
     /// identical to plain decode.
     #[arg(long)]
     pub spec: Option<String>,
-    /// Draft tokens per verify with --spec (1..=16).
-    #[arg(long, default_value_t = 4)]
-    pub k: usize,
+    /// Draft tokens per verify with --spec (1..=16) [default: 4].
+    #[arg(long)]
+    pub k: Option<usize>,
 }
 
 pub use crate::backends::backend_factory;
@@ -76,6 +76,9 @@ pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
 
 /// Runs `memra run`.
 pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
+    if args.k.is_some() && args.spec.is_none() {
+        anyhow::bail!("--k sets the draft length of --spec; give --spec too");
+    }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let tk = &loaded.tokenizer;
@@ -121,7 +124,10 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
             _ => (spec.as_str(), None),
         };
         let sp =
-            memra_engine::spec::SpecParams::parse(method, args.k).map_err(anyhow::Error::msg)?;
+            memra_engine::spec::SpecParams::parse(method, args.k.unwrap_or(4)).map_err(|e| {
+                // On the command line the draft model is named in the spec itself.
+                anyhow::Error::msg(e.replace("layerskip:L, draft)", "layerskip:L, draft:MODEL)"))
+            })?;
         let draft = match draft {
             Some(m) => Some(memra_engine::loader::load(&crate::pull::resolve(m, cfg)?)?),
             None if method == "draft" => anyhow::bail!("--spec draft needs a model: draft:MODEL"),

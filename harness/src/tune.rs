@@ -51,6 +51,9 @@ pub struct TuneArgs {
     /// skips the gates.
     #[arg(long, default_value = "qwen3")]
     pub gates: String,
+    /// Directory of gate definitions (as `memra gate --gates-dir`).
+    #[arg(long, default_value = "gates")]
+    pub gates_dir: PathBuf,
     /// Output file [default: boards/defaults/<device>.toml].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -233,8 +236,28 @@ fn today_utc() -> String {
 /// Runs `memra tune`.
 pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     let reps = args.reps.max(1);
+    if let Some(w) = args
+        .what
+        .iter()
+        .find(|w| !["kernels", "prefill", "spec"].contains(&w.as_str()))
+    {
+        bail!("--what {w:?}: expected kernels, prefill or spec (comma-separated)");
+    }
+    if args.gates != "none" && !args.gates_dir.is_dir() {
+        bail!(
+            "gates directory {} not found: run from the repository root, pass --gates-dir, or \
+             --gates none",
+            args.gates_dir.display()
+        );
+    }
     let dev = crate::defaults::current_device(cfg)?;
     let cuda = crate::backends::use_cuda(cfg)?;
+    if args.what.iter().any(|w| w == "kernels") && !cuda {
+        eprintln!("kernels: CUDA only, skipped on the CPU");
+        if args.what.iter().all(|w| w == "kernels") {
+            bail!("nothing to tune on the CPU with --what kernels (try prefill,spec)");
+        }
+    }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let c = &loaded.model.config;
@@ -520,7 +543,8 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         let st = std::process::Command::new(std::env::current_exe()?)
             .arg("--device-defaults")
             .arg(&candidate)
-            .args(["gate", "--lane", lane, "--only", &args.gates])
+            .args(["gate", "--lane", lane, "--only", &args.gates, "--gates-dir"])
+            .arg(&args.gates_dir)
             .status()
             .context("running memra gate")?;
         if !st.success() {

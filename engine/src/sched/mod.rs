@@ -80,6 +80,8 @@ pub struct SchedulerHandle {
     stopped: Arc<AtomicBool>,
     cfg: SchedulerConfig,
     kv_positions: usize,
+    /// Decoder layers of the target model (layer-skip drafts must use fewer).
+    n_layers: usize,
 }
 
 /// Builds a backend on the engine thread (a CUDA context is thread-affine).
@@ -131,14 +133,17 @@ impl SchedulerHandle {
                         return;
                     }
                 }
-                let _ = init_tx.send(Ok(backend.num_blocks() * backend.block_size()));
+                let _ = init_tx.send(Ok((
+                    backend.num_blocks() * backend.block_size(),
+                    backend.n_layers(),
+                )));
                 let mut core = Core::new(backend, c2, s2, q2);
                 core.draft = draft.map(DraftModelDrafter::new);
                 core.run(rx);
                 st2.store(true, Ordering::SeqCst);
             })
             .map_err(|e| Error::InvalidArgument(format!("cannot start engine thread: {e}")))?;
-        let kv_positions = init_rx
+        let (kv_positions, n_layers) = init_rx
             .recv()
             .map_err(|_| Error::InvalidArgument("engine thread died while starting".into()))??;
         Ok(SchedulerHandle {
@@ -148,6 +153,7 @@ impl SchedulerHandle {
             stopped,
             cfg,
             kv_positions,
+            n_layers,
         })
     }
 
@@ -179,6 +185,18 @@ impl SchedulerHandle {
         }
         if let Err(e) = s.params.validate() {
             return Err(SubmitError::Invalid(e.to_string()));
+        }
+        if let Some(crate::spec::SpecParams {
+            method: crate::spec::SpecMethod::LayerSkip { layers },
+            ..
+        }) = s.spec
+        {
+            if layers >= self.n_layers {
+                return Err(SubmitError::Invalid(format!(
+                    "layerskip:{layers} drafts with {layers} layers; the model has {} (use fewer)",
+                    self.n_layers
+                )));
+            }
         }
         let q = self.queued.fetch_add(1, Ordering::SeqCst);
         if q >= self.cfg.queue_capacity {

@@ -71,7 +71,7 @@ pub struct BenchArgs {
     /// The scenario (with --compare: only REF's cells of this scenario; omit it for all).
     #[arg(required_unless_present = "compare")]
     pub scenario: Option<Scenario>,
-    /// Model: a catalog name, hf:owner/repo[:file], synth:SHAPE:DTYPE, a .gguf file or an HF
+    /// Model: a catalog name, hf:owner/repo[@revision][:file], synth:SHAPE:DTYPE, a .gguf file or an HF
     /// checkpoint directory.
     #[arg(long, default_value = "smollm2-135m-instruct")]
     pub model: String,

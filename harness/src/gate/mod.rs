@@ -79,18 +79,32 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         "cuda" => arms::set_lane(arms::Lane::Cuda(crate::backends::CudaPool::get(cfg)?)),
         other => bail!("unknown lane {other:?} (cpu or cuda)"),
     }
+    if !args.gates_dir.is_dir() {
+        bail!(
+            "gates directory {} not found: run from the repository root or pass --gates-dir",
+            args.gates_dir.display()
+        );
+    }
     let repo = repo_root(&args.gates_dir)?;
-    let gates: Vec<GateSpec> = spec::load_dir(&args.gates_dir)?
+    let (gates, other_lane): (Vec<GateSpec>, Vec<GateSpec>) = spec::load_dir(&args.gates_dir)?
         .into_iter()
-        .filter(|g| g.lanes.contains(&args.lane))
         .filter(|g| {
             args.only
                 .as_ref()
                 .is_none_or(|o| g.name.contains(o.as_str()))
         })
-        .collect();
+        .partition(|g| g.lanes.contains(&args.lane));
+    for g in &other_lane {
+        eprintln!("skip {}: {} lane only", g.name, g.lanes.join(", "));
+    }
     if gates.is_empty() {
-        bail!("no gates match");
+        bail!(
+            "no gates of the {} lane match{}",
+            args.lane,
+            args.only
+                .as_ref()
+                .map_or(String::new(), |o| format!(" {o:?}"))
+        );
     }
     let mut json = match &args.json {
         Some(p) => Some(
