@@ -31,8 +31,9 @@ enum Command {
     /// Generate text from a prompt; prints the text, prefill and decode tok/s, and whether
     /// prefill agrees bit for bit with token-by-token decode.
     Run(run::RunArgs),
-    /// Fetch a model into the cache (catalog name, hf:owner/repo[@revision][:file]) or check a local one,
-    /// and print its local path; --list shows the catalog.
+    /// Fetch a model into the cache (catalog name, hf:owner/repo[@revision][:file],
+    /// synth:SHAPE:DTYPE[:SEED]) or check a local one, and print its local path; --list shows the
+    /// catalog.
     Pull(pull::PullArgs),
     /// Serve models over an OpenAI-compatible HTTP API (chat and text completions, streaming,
     /// tokenize, metrics); with no --model it serves smollm2-135m-instruct, pulled on first use.
