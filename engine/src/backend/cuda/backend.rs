@@ -608,10 +608,15 @@ impl CudaBackend {
                 0
             };
             if part * 4 <= super::ops::ATTN_PART_BYTES {
-                self.run_graphed(&plan, n_run, nz, part)?;
-                return Ok(Some(StepOut::Graphed(t)));
+                if self.run_graphed(&plan, n_run, nz, part)? {
+                    return Ok(Some(StepOut::Graphed(t)));
+                }
+                // The driver would not capture or instantiate a graph: this backend runs its
+                // steps with plain launches from now on (same logits either way).
+                self.graphs = Graphs::new(0);
             }
         }
+        let c = &self.model.config;
         let mut b = Box::new(StepBuffers::new(&self.dev, c, t, nw, plan.tables.len())?);
         b.fill(&self.dev, &plan)?;
         encode(
@@ -630,7 +635,15 @@ impl CudaBackend {
 
     /// One step through row count `t`'s graph for (`n_run` layers, `nz` splits): the first time
     /// ungraphed (loading every kernel), the second captured and launched, then replayed.
-    fn run_graphed(&mut self, plan: &StepPlan, n_run: usize, nz: usize, part: usize) -> Result<()> {
+    /// Ok(false): capturing or instantiating the graph failed (nothing ran; the caller runs the
+    /// step ungraphed). Errors: the step's own errors (shapes, out of memory, a failed launch).
+    fn run_graphed(
+        &mut self,
+        plan: &StepPlan,
+        n_run: usize,
+        nz: usize,
+        part: usize,
+    ) -> Result<bool> {
         let t = plan.tokens.len();
         let dev = &self.dev;
         let stale = self.graphs.stale_canary;
@@ -642,15 +655,20 @@ impl CudaBackend {
             e.bufs.fill(dev, plan)?;
         }
         if let Some(g) = e.graphs.get(&key) {
-            return g.0.launch().map_err(super::drv);
+            g.0.launch().map_err(super::drv)?;
+            return Ok(true);
         }
         let capture = e.seen.contains(&key);
         let s = dev.stream();
         let guard = if capture {
-            s.begin_capture(
+            if let Err(err) = s.begin_capture(
                 cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-            .map_err(super::drv)?;
+            ) {
+                tracing::warn!(
+                    "CUDA graph capture unavailable ({err}); plain launches from now on"
+                );
+                return Ok(false);
+            }
             Some(CaptureGuard(s))
         } else {
             None
@@ -669,15 +687,22 @@ impl CudaBackend {
         let Some(guard) = guard else {
             r?;
             e.seen.insert(key);
-            return Ok(());
+            return Ok(true);
         };
         let g = guard.end();
         r?;
-        let g = g.map_err(super::drv)?.ok_or_else(|| {
-            Error::Unsupported("CUDA graph capture of a decode step returned no graph".into())
-        })?;
+        let g = match g {
+            Ok(Some(g)) => g,
+            Ok(None) | Err(_) => {
+                tracing::warn!(
+                    "CUDA graph capture of a {t}-row step failed ({}); plain launches from now on",
+                    g.err().map_or("no graph".to_string(), |e| e.to_string())
+                );
+                return Ok(false);
+            }
+        };
         g.launch().map_err(super::drv)?;
         e.graphs.insert(key, OwnedGraph(g));
-        Ok(())
+        Ok(true)
     }
 }
