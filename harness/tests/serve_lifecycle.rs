@@ -232,6 +232,12 @@ fn print_config_shows_the_resolved_config_without_keys() {
         Some("smollm2-135m-instruct")
     );
     assert!(!text.contains("sekrit"), "the key is redacted: {text}");
+    assert!(
+        text.contains("# unset (none): cuda_home, serve.keyring, serve.draft_model")
+            || text.contains("# unset (none): serve.keyring, serve.draft_model"),
+        "unset optional keys are named: {text}"
+    );
+    assert!(text.contains("# backend \"auto\" resolves to "), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -175,6 +175,26 @@ pub fn run(args: &ServeArgs, cfg: &Config) -> Result<()> {
             "{}",
             crate::defaults::annotate(&toml::to_string_pretty(&shown)?, &shown)
         );
+        let unset: Vec<&str> = [
+            ("cuda_home", cfg.cuda_home.is_none()),
+            ("serve.api_key", cfg.serve.api_key.is_none()),
+            ("serve.keyring", cfg.serve.keyring.is_none()),
+            ("serve.draft_model", cfg.serve.draft_model.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(k, none)| none.then_some(k))
+        .collect();
+        if !unset.is_empty() {
+            println!("# unset (none): {}", unset.join(", "));
+        }
+        if cfg.backend == "auto" {
+            let b = if crate::backends::use_cuda(&cfg)? {
+                "cuda"
+            } else {
+                "cpu"
+            };
+            println!("# backend \"auto\" resolves to {b} on this machine");
+        }
         return Ok(());
     }
     let specs: Vec<(String, String)> = cfg.serve.models.iter().map(|s| alias_and_spec(s)).collect();
