@@ -54,8 +54,11 @@ impl SpecParams {
             }
         };
         let method = match name {
-            "ngram" => SpecMethod::Ngram {
-                max_n: num(3)?.max(1),
+            "ngram" => match num(3)? {
+                0 => {
+                    return Err("ngram:N needs N of at least 1 (the longest n-gram matched)".into())
+                }
+                max_n => SpecMethod::Ngram { max_n },
             },
             "layerskip" => SpecMethod::LayerSkip { layers: num(0)? },
             "draft" => SpecMethod::DraftModel,
@@ -189,6 +192,33 @@ mod tests {
         );
         // Only 2 tokens of context before the edit: below EDIT_NGRAM, nothing.
         assert!(d.propose(&[8, 2, 3, 4, 5, 6, 1, 2, 3, 9], 3).is_empty());
+    }
+
+    #[test]
+    fn method_syntax_is_checked() {
+        assert_eq!(
+            SpecParams::parse("ngram", 4).unwrap().method,
+            SpecMethod::Ngram { max_n: 3 }
+        );
+        assert_eq!(
+            SpecParams::parse("ngram:5", 2).unwrap().method,
+            SpecMethod::Ngram { max_n: 5 }
+        );
+        assert!(SpecParams::parse("ngram:0", 4)
+            .unwrap_err()
+            .contains("at least 1"));
+        assert!(SpecParams::parse("ngram:x", 4)
+            .unwrap_err()
+            .contains("bad number"));
+        assert!(SpecParams::parse("layerskip", 4)
+            .unwrap_err()
+            .contains("layer count"));
+        assert!(SpecParams::parse("ngram", 0)
+            .unwrap_err()
+            .contains("1..=16"));
+        assert!(SpecParams::parse("magic", 4)
+            .unwrap_err()
+            .contains("unknown"));
     }
 
     #[test]
