@@ -3,6 +3,7 @@
 //! for that device on first use, and launching them. The full [`crate::backend::Backend`] forward
 //! comes later; [`selfcheck`] checks each kernel against the CPU reference today.
 
+pub mod attention;
 pub mod backend;
 pub mod compile;
 mod graph;

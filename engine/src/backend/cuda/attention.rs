@@ -1,0 +1,325 @@
+//! The paged KV cache's ops on the device (kernels/attention.cu): appending K/V rows (fused with
+//! RoPE), copying blocks for copy-on-write, and attention over the cache for every query row.
+
+use super::ops::{check, i32_of};
+use super::{drv, CudaDevice};
+use crate::error::Result;
+use crate::models::RopeStyle;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+/// Where one step's query rows read and write the paged KV cache (all `[rows]` u32 on the
+/// device except `tables`): `pos` = each row's position, `slots` = the cache slot its K/V go to,
+/// `row_tab` = the offset of its sequence's block table in `tables` (the step's block tables,
+/// concatenated).
+pub struct KvIndex {
+    pub pos: CudaSlice<u32>,
+    pub slots: CudaSlice<u32>,
+    pub row_tab: CudaSlice<u32>,
+    pub tables: CudaSlice<u32>,
+    /// `pos` on the host (sizes the split-parallel attention's grid).
+    pub host_pos: Vec<u32>,
+}
+
+/// Which kernels [`CudaDevice::attention`] runs; all give bit-identical results.
+pub enum AttnPath<'a> {
+    /// The split-parallel kernels when a row has several splits and their partials fit in
+    /// 64 MiB, else one block per (row, head) walking the splits.
+    Auto,
+    /// One block per (row, head) walks the row's splits (`attn_paged_f32`).
+    Walk,
+    /// A row's splits in parallel blocks (`attn_split_f32`), merged by `attn_combine_f32`, into a
+    /// partials buffer allocated for this call.
+    Split,
+    /// As `Split`, into `part` (`[rows, heads, nz, head_dim + 2]` f32 at least) on a grid of `nz`
+    /// splits per row, `nz` at least any row's split count (blocks past a row's last split exit):
+    /// fixed buffers and a fixed grid, as a captured CUDA graph needs.
+    Workspace {
+        part: &'a mut CudaSlice<f32>,
+        nz: usize,
+    },
+}
+
+/// Bytes of split partials the split-parallel attention may use in one launch; beyond that the
+/// splits run one after another inside each block (same results either way).
+pub const ATTN_PART_BYTES: usize = 64 << 20;
+
+impl CudaDevice {
+    /// Writes each row's K and V (`[rows, width]` f32, width = n_kv_heads * head_dim) into its
+    /// cache slot: `kc[slots[t] * width ..] = k[t]`, same for V.
+    pub fn kv_append(
+        &self,
+        k: &CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        kc: &mut CudaSlice<f32>,
+        vc: &mut CudaSlice<f32>,
+        slots: &CudaSlice<u32>,
+        width: usize,
+    ) -> Result<()> {
+        let rows = slots.len();
+        check(k.len() == rows * width && v.len() == k.len(), || {
+            "kv_append: shapes".into()
+        })?;
+        let f = self.function("attention.cu", "kv_append_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, (width as u32).div_ceil(256), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let w = i32_of(width, "width")?;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(k).arg(v).arg(kc).arg(vc).arg(slots).arg(&w);
+        // SAFETY: signature matches; slots index the cache (the block manager hands them out).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// [`CudaDevice::rope`] on `q` (`[rows, nh, hd]` f32) and `k` (`[rows, nkv, hd]`), then
+    /// [`CudaDevice::kv_append`] of the rotated `k` and of `v`, in one launch with the same
+    /// per-element operations (kernels/attention.cu `rope_qk_append_f32`). Errors: shapes that
+    /// do not add up.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_qk_append(
+        &self,
+        q: &mut CudaSlice<f32>,
+        k: &mut CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        kc: &mut CudaSlice<f32>,
+        vc: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        inv_freq: &CudaSlice<f32>,
+        (nh, nkv): (usize, usize),
+        style: RopeStyle,
+    ) -> Result<()> {
+        let hd = inv_freq.len() * 2;
+        let rows = idx.pos.len();
+        check(
+            q.len() == rows * nh * hd
+                && k.len() == rows * nkv * hd
+                && v.len() == k.len()
+                && idx.slots.len() == rows
+                && hd <= 2048,
+            || {
+                format!(
+                    "rope_qk_append: q {} k {} for {rows} x ({nh}, {nkv}) x {hd}",
+                    q.len(),
+                    k.len()
+                )
+            },
+        )?;
+        let f = self.function("attention.cu", "rope_qk_append_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, (nh + nkv) as u32, 1),
+            block_dim: ((hd / 2) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nhi, nkvi, hdi) = (
+            i32_of(nh, "heads")?,
+            i32_of(nkv, "kv heads")?,
+            i32_of(hd, "head_dim")?,
+        );
+        let interleaved = i32::from(style == RopeStyle::Interleaved);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(k)
+            .arg(v)
+            .arg(kc)
+            .arg(vc)
+            .arg(&idx.pos)
+            .arg(&idx.slots)
+            .arg(inv_freq)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&interleaved);
+        // SAFETY: signature matches; shapes checked above; slots index the cache (the block
+        // manager hands them out).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// Copies block `src` to block `dst` of a cache laid out in blocks of `per_block` floats.
+    pub fn kv_copy_block(
+        &self,
+        cache: &mut CudaSlice<f32>,
+        src: u32,
+        dst: u32,
+        per_block: usize,
+    ) -> Result<()> {
+        let f = self.function("attention.cu", "kv_copy_block_f32")?;
+        let cfg = LaunchConfig::for_num_elems(per_block as u32);
+        let (s, d, n) = (src as i32, dst as i32, i32_of(per_block, "per_block")?);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(cache).arg(&s).arg(&d).arg(&n);
+        // SAFETY: signature matches; src and dst are blocks of this cache.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// Attention of every query row over its paged KV (kernels/attention.cu):
+    /// `q`, `out`: `[rows, heads, head_dim]` f32; `kc`/`vc`: one layer's cache; `window`: the
+    /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
+    /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `path` picks the kernels
+    /// ([`AttnPath`]); every path gives bit-identical results (the self-check compares them).
+    /// Errors: shapes that do not add up, or a workspace too small for its `nz`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        heads: (usize, usize, usize),
+        block_size: usize,
+        window: Option<usize>,
+        scale: f32,
+        path: AttnPath<'_>,
+    ) -> Result<()> {
+        let (nh, nkv, hd) = heads;
+        let rows = idx.pos.len();
+        let split = self.define("ATTN_SPLIT", 256) as usize;
+        check(
+            q.len() == rows * nh * hd
+                && out.len() == q.len()
+                && hd <= split
+                && hd.is_multiple_of(4)
+                && nkv > 0
+                && nh.is_multiple_of(nkv)
+                && idx.host_pos.len() == rows,
+            || {
+                format!(
+                    "attention: q {} for {rows} x {nh} x {hd} (nkv {nkv})",
+                    q.len()
+                )
+            },
+        )?;
+        let w = window.unwrap_or(0);
+        let nz = idx
+            .host_pos
+            .iter()
+            .map(|&p| {
+                let p = p as usize;
+                let lo = if w > 0 { (p + 1).saturating_sub(w) } else { 0 };
+                p / split - lo / split + 1
+            })
+            .max()
+            .unwrap_or(1);
+        let part_len = rows * nh * nz * (hd + 2);
+        let mut fresh;
+        let (part, nz) = match path {
+            AttnPath::Walk => (None, nz),
+            AttnPath::Auto if nz == 1 || part_len * 4 > ATTN_PART_BYTES => (None, nz),
+            AttnPath::Auto | AttnPath::Split => {
+                fresh = self.alloc::<f32>(part_len)?;
+                (Some(&mut fresh), nz)
+            }
+            AttnPath::Workspace { part, nz: grid } => {
+                check(
+                    grid >= nz && part.len() >= rows * nh * grid * (hd + 2),
+                    || {
+                        format!(
+                        "attention workspace: {} floats and {grid} splits for {rows} rows needing {nz}",
+                        part.len()
+                    )
+                    },
+                )?;
+                (Some(part), grid)
+            }
+        };
+        if let Some(part) = part {
+            return self
+                .attention_split(q, kc, vc, out, idx, heads, block_size, w, scale, part, nz);
+        }
+        let f = self.function("attention.cu", "attn_paged_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, 1),
+            block_dim: (split as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
+        let bs = i32_of(block_size, "block_size")?;
+        let win = i32_of(window.unwrap_or(0), "window")?;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&bs)
+            .arg(&win)
+            .arg(&scale);
+        // SAFETY: signature matches; shapes checked above; block tables cover every position
+        // (the backend checks before launching).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+
+    /// The split-parallel path of [`CudaDevice::attention`]; shapes already checked.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_split(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        (nh, nkv, hd): (usize, usize, usize),
+        block_size: usize,
+        window: usize,
+        scale: f32,
+        part: &mut CudaSlice<f32>,
+        nz: usize,
+    ) -> Result<()> {
+        let rows = idx.pos.len();
+        let split = self.define("ATTN_SPLIT", 256);
+        let (nhi, nkvi, hdi, nzi) = (nh as i32, nkv as i32, hd as i32, nz as i32);
+        let bs = i32_of(block_size, "block_size")?;
+        let win = i32_of(window, "window")?;
+        let f = self.function("attention.cu", "attn_split_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, nz as u32),
+            block_dim: (split, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(&mut *part)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&bs)
+            .arg(&win)
+            .arg(&scale)
+            .arg(&nzi);
+        // SAFETY: signature matches; part holds rows × nh × nz × (hd + 2) floats; block tables
+        // cover every position (the backend checks before launching).
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        let f = self.function("attention.cu", "attn_combine_f32")?;
+        let cfg = LaunchConfig {
+            grid_dim: (rows as u32, nh as u32, 1),
+            block_dim: ((hd as u32).div_ceil(32) * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&*part)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&nhi)
+            .arg(&hdi)
+            .arg(&win)
+            .arg(&nzi);
+        // SAFETY: signature matches; part was written above for every split a row has.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,100 @@
+//! Command-line behaviour through the built binary: flags refused where they would be ignored,
+//! arguments checked before any work, gates of another lane named as skipped.
+
+mod cli_util;
+use cli_util::{failed, memra, ok, stdout};
+
+/// Serve-only flags on another command are refused (they would be ignored), naming each flag;
+/// `memra serve` itself takes them.
+#[test]
+fn serve_flags_on_other_commands_are_refused() {
+    let e = failed(memra(&["--port", "5", "pull", "--list"]));
+    assert!(
+        e.contains("--port is a `memra serve` (and `bench serve`) option"),
+        "{e}"
+    );
+    let e = failed(memra(&[
+        "pull",
+        "--list",
+        "--host",
+        "0.0.0.0",
+        "--drain-secs",
+        "3",
+    ]));
+    assert!(e.contains("--host, --drain-secs are"), "{e}");
+    let out = ok(memra(&["serve", "--print-config", "--port", "9001"]));
+    assert!(stdout(&out).contains("port = 9001"), "{}", stdout(&out));
+}
+
+/// `memra tune` refuses what it cannot sweep before measuring anything.
+#[test]
+fn tune_refuses_unknown_sweeps_and_missing_gates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.toml");
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
+        "--what",
+        "foo",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("--what \"foo\""), "{e}");
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
+        "--what",
+        "prefill",
+        "--gates-dir",
+        tmp.path().join("nowhere").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(
+        e.contains("gates directory") && e.contains("not found"),
+        "{e}"
+    );
+    assert!(!out.exists());
+}
+
+/// Gates of another lane are listed as skipped; a pattern that only matches them is an error
+/// that says so.
+#[test]
+fn gates_of_another_lane_are_named_as_skipped() {
+    let gates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gates");
+    let e = failed(memra(&[
+        "gate",
+        "--lane",
+        "cpu",
+        "--only",
+        "cuda-graphs",
+        "--gates-dir",
+        gates.to_str().unwrap(),
+    ]));
+    assert!(e.contains("skip cuda-graphs/qwen3: cuda lane only"), "{e}");
+    assert!(
+        e.contains("no gates of the cpu lane match \"cuda-graphs\""),
+        "{e}"
+    );
+    let e = failed(memra(&["gate", "--gates-dir", "/nonexistent/gates"]));
+    assert!(
+        e.contains("run from the repository root or pass --gates-dir"),
+        "{e}"
+    );
+}
+
+/// `memra run --k` without `--spec` is refused before any model is resolved.
+#[test]
+fn run_k_without_spec_is_refused() {
+    let e = failed(memra(&[
+        "run",
+        "no-such-model",
+        "--prompt",
+        "hi",
+        "--k",
+        "8",
+    ]));
+    assert!(e.contains("--k sets the draft length of --spec"), "{e}");
+}
