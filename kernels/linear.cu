@@ -263,6 +263,17 @@ __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
 #define XCHUNK 1024
 __device__ __forceinline__ int xs_slot(int s) { return (s & ~7) | ((s ^ (s >> 3)) & 7); }
 
+// Σ x of one 32-element unit while staging it: the unit's 8 float4 slots are held by 8
+// consecutive lanes (slot s by lane s % 8 of its group); one fixed tree, the result valid in the
+// lane with s % 8 == 0. Every repacked kernel stages through this, so Σ x is the same bits in all.
+__device__ __forceinline__ float unit_xsum(float4 v) {
+    float p = (v.x + v.y) + (v.z + v.w);
+    p += __shfl_xor_sync(0xffffffffu, p, 1);
+    p += __shfl_xor_sync(0xffffffffu, p, 2);
+    p += __shfl_xor_sync(0xffffffffu, p, 4);
+    return p;
+}
+
 // QLIN_FACTOR = 1 (the default): the scale is applied once per unit, d·Σ q·x (Q8_0) and
 // dl·Σ q·x − ml·Σ x (Q4_K, with Σ x per unit and token computed once per block when staging)
 // instead of dequantizing every weight. Fewer operations per weight (Q4_K decode +7% on the H200,
@@ -390,11 +401,7 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
             if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
             xs[t * (XCHUNK / 4) + xs_slot(s)] = v;
             if (QLIN_FACTOR && F == FMT_Q4_K) {
-                // Σ x of the unit (8 consecutive slots = 8 consecutive lanes), one fixed tree.
-                float p = (v.x + v.y) + (v.z + v.w);
-                p += __shfl_xor_sync(0xffffffffu, p, 1);
-                p += __shfl_xor_sync(0xffffffffu, p, 2);
-                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                const float p = unit_xsum(v);
                 if ((s & 7) == 0) usum[t * 32 + s / 8] = p;
             }
         }
@@ -460,10 +467,7 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         if (4 * idx < K) v = __ldg(reinterpret_cast<const float4*>(x) + idx);
         xs[ch * (XCHUNK / 4) + xs_slot(s)] = v;
         if (QLIN_FACTOR && F == FMT_Q4_K) {
-            float p = (v.x + v.y) + (v.z + v.w);
-            p += __shfl_xor_sync(0xffffffffu, p, 1);
-            p += __shfl_xor_sync(0xffffffffu, p, 2);
-            p += __shfl_xor_sync(0xffffffffu, p, 4);
+            const float p = unit_xsum(v);
             if ((s & 7) == 0) usum[idx / 8] = p;
         }
     }
@@ -545,10 +549,7 @@ __device__ __forceinline__ void linear_qr_mt_impl(const float* __restrict__ x, c
             if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
             xs[t * S4 + (s / (XCHUNK / 4)) * (XCHUNK / 4) + xs_slot(s % (XCHUNK / 4))] = v;
             if (QLIN_FACTOR && F == FMT_Q4_K) {
-                float p = (v.x + v.y) + (v.z + v.w);
-                p += __shfl_xor_sync(0xffffffffu, p, 1);
-                p += __shfl_xor_sync(0xffffffffu, p, 2);
-                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                const float p = unit_xsum(v);
                 if ((s & 7) == 0) usum[t * (QLIN_MT_PHASE / 32) + s / 8] = p;
             }
         }
