@@ -380,7 +380,7 @@ impl Backend for CudaBackend {
         let Some(out) = self.run(batch, n_layers)? else {
             return Ok(Vec::new());
         };
-        let host = self.dev.download(self.logits(&out))?;
+        let host = self.dev.download(out.logits(&self.graphs))?;
         let v = self.model.config.vocab_size;
         Ok(host.chunks(v).map(|r| r.to_vec()).collect())
     }
@@ -400,12 +400,8 @@ impl Backend for CudaBackend {
             self.sample_scratch = Some(SampleScratch::new(&self.dev, v)?);
         }
         let scratch = self.sample_scratch.as_mut().expect("allocated above");
-        let logits = match &out {
-            StepOut::Owned(b) => b.logits(),
-            StepOut::Graphed(t) => self.graphs.entries.get(t).and_then(|e| e.bufs.logits()),
-        }
-        .expect("a step with wanted rows has logits");
-        self.dev.sample_picks(logits, v, picks, scratch)
+        self.dev
+            .sample_picks(out.logits(&self.graphs), v, picks, scratch)
     }
 }
 
@@ -564,16 +560,19 @@ enum StepOut {
     Graphed(usize),
 }
 
-impl CudaBackend {
-    /// The logits `[nw, vocab]` f32 of a step [`CudaBackend::run`] returned.
-    fn logits<'a>(&'a self, out: &'a StepOut) -> &'a CudaSlice<f32> {
-        match out {
+impl StepOut {
+    /// The logits `[nw, vocab]` f32 of a step [`CudaBackend::run`] returned (`graphs`: the
+    /// backend's, which hold a graphed step's buffers).
+    fn logits<'a>(&'a self, graphs: &'a Graphs) -> &'a CudaSlice<f32> {
+        match self {
             StepOut::Owned(b) => b.logits(),
-            StepOut::Graphed(t) => self.graphs.entries.get(t).and_then(|e| e.bufs.logits()),
+            StepOut::Graphed(t) => graphs.entries.get(t).and_then(|e| e.bufs.logits()),
         }
         .expect("a step with wanted rows has logits")
     }
+}
 
+impl CudaBackend {
     /// The forward pass of [`Backend::forward_layers`], leaving the wanted logits rows on the
     /// device (`[rows, vocab]` f32, read with [`CudaBackend::logits`]); `None` when no row is
     /// wanted. Steps of at most `cuda_graph_max_batch` rows that want every row's logits (decode,
