@@ -12,22 +12,6 @@
 // result is bit-identical for every M. No split-K — except in the canary below.
 #include "common.cuh"
 
-// Where row r of token t goes. The rows of a fused matrix (Q|K|V, gate|up: the matrices' rows
-// concatenated at upload) are split over up to three outputs: rows [0, r0) to y0 ([M, r0]),
-// [r0, r0 + r1) to y1 ([M, r1]), the rest to y2 ([M, R - r0 - r1]). An unfused matrix has r0 = R.
-// Each row is computed exactly as it would be alone.
-struct Outs {
-    float* y0;
-    float* y1;
-    float* y2;
-    int r0, r1, R;
-};
-__device__ __forceinline__ void store_out(const Outs& o, int t, int r, float v) {
-    if (r < o.r0) o.y0[(size_t)t * o.r0 + r] = v;
-    else if (r < o.r0 + o.r1) o.y1[(size_t)t * o.r1 + (r - o.r0)] = v;
-    else o.y2[(size_t)t * (o.R - o.r0 - o.r1) + (r - o.r0 - o.r1)] = v;
-}
-
 #ifndef LIN_WARPS
 #define LIN_WARPS 4
 #endif
@@ -189,11 +173,6 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
     }
 }
 
-// Kernel parameters shared by every linear entry: the three outputs and the split of the rows
-// over them (see Outs), then the shape.
-#define LIN_OUT_PARAMS float *y, float *y1, float *y2, int R0, int R1, int M, int K, int R
-#define LIN_OUTS Outs{y, y1, y2, R0, R1, R}
-
 #define LINEAR_HALF(name, F)                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS, long long row_bytes,  \
@@ -238,20 +217,6 @@ LINEAR(linear_q6_k, FMT_Q6_K)
 // `linear_impl` above. With QLIN_FACTOR = 0 every arithmetic step is too, so results are
 // bit-identical to the raw layout; with QLIN_FACTOR = 1 (the default) the scale is applied once
 // per unit (below): a rounding of its own, the same for every M.
-
-// Integer-to-float conversions by the 2^23 trick (one byte permute or OR, one add: full-rate ALU
-// instead of the quarter-rate I2F); exact, so the values are those of a (float) cast.
-// Byte `i` of `w` as a signed int8, as f32.
-__device__ __forceinline__ float i8_to_f32_exact(u32 w, int i) {
-    // 0x4B0000uu with uu = the byte + 128 (flip its sign bit): the float 2^23 + byte + 128.
-    const u32 bits = __byte_perm(w ^ 0x80808080u, 0x4B000000u, (u32)i | 0x7440u);
-    return __fsub_rn(__uint_as_float(bits), 8388736.0f);
-}
-
-// Byte `i` of `w` as an unsigned int, as f32 (one byte permute, one add).
-__device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
-    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, (u32)i | 0x7440u)), 8388608.0f);
-}
 
 // x staged in shared memory. Lane l owns unit u = l + 32c, so it reads the 128 contiguous bytes
 // x[32u .. 32u+32) of each token: straight from global memory every float4 load of a warp would

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 13] = [
+pub const KERNEL_DEFINES: [&str; 18] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -23,6 +23,11 @@ pub const KERNEL_DEFINES: [&str; 13] = [
     "QLIN_MT",
     "QLIN_MT_TOKENS",
     "QLIN_MT_ROWS",
+    "QTC",
+    "QTC_SPLIT",
+    "QTC_WT",
+    "QTC_XSPLIT",
+    "QTC_UNROLL",
 ];
 
 /// The source of a value nobody set.
@@ -62,7 +67,8 @@ pub struct Config {
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
     /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS), as
+    /// QLIN_M1_UNROLL, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
+    /// QTC_XSPLIT, QTC_UNROLL), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
@@ -488,10 +494,15 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR and QLIN_MT are switches (0 or 1); the rest are sizes.
-            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT");
+            // QLIN_FACTOR, QLIN_MT and QTC are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16
+            // parts; the rest are sizes.
+            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT" | "QTC");
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
+                Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
+                _ if k == "QTC_XSPLIT" => {
+                    anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
+                }
                 Ok(n) if !switch && (1..=65536).contains(&n) => {}
                 _ if switch => anyhow::bail!("kernel_defines.{k} must be \"0\" or \"1\" (got {v:?})"),
                 _ => anyhow::bail!(

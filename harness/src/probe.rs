@@ -22,10 +22,19 @@ pub struct ProbeArgs {
     /// [default: $CUDA_HOME/include, /usr/local/cuda/include].
     #[arg(long = "cuda-include")]
     pub cuda_include: Vec<PathBuf>,
-    /// Time the linear kernels at the Llama-3.1-8B shapes (BF16, Q8_0, Q4_K; M = 1 and 8) with
-    /// random weights and print µs and achieved GB/s against the measured copy bandwidth.
+    /// Time the linear kernels at the Llama-3.1-8B shapes (BF16, Q8_0, Q4_K; M = 1 and 8 unless
+    /// --kernel-tokens says otherwise) with random weights and print µs and achieved GB/s
+    /// against the measured copy bandwidth.
     #[arg(long)]
     pub bench_kernels: bool,
+    /// With --bench-kernels: the token counts M to time, `,`-separated (1 to 4096).
+    #[arg(long, value_name = "M,...", value_delimiter = ',', default_value = "1,8",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub kernel_tokens: Vec<usize>,
+    /// With --bench-kernels: the weight formats to time, `,`-separated (bf16, q8_0, q4_k).
+    #[arg(long, value_name = "DTYPE,...", value_delimiter = ',', default_value = "bf16,q8_0,q4_k",
+        value_parser = ["bf16", "q8_0", "q4_k"])]
+    pub kernel_dtypes: Vec<String>,
     /// With --bench-kernels: kernel define sets to compare, `;`-separated, each a
     /// `,`-separated list of NAME=VALUE added to the configured defines (e.g.
     /// "LIN_ROWS_M1=1;LIN_ROWS_M1=4"). Default: the configured defines alone.
@@ -124,11 +133,20 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
                 .insert(k.trim().to_string(), v.trim().to_string());
         }
         let dev = CudaDevice::open_with(args.device, opts)?;
+        let dtypes: Vec<DType> = args
+            .kernel_dtypes
+            .iter()
+            .map(|d| match d.as_str() {
+                "bf16" => DType::BF16,
+                "q8_0" => DType::Q8_0,
+                _ => DType::Q4_K,
+            })
+            .collect();
         let rows = kbench::bench_linear(
             &dev,
-            &[DType::BF16, DType::Q8_0, DType::Q4_K],
+            &dtypes,
             &kbench::LLAMA_8B_LINEARS,
-            &[1, 8],
+            &args.kernel_tokens,
             7,
         )?;
         println!(

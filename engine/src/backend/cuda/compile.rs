@@ -41,6 +41,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear.cu"),
     },
     KernelSource {
+        name: "linear_tc.cu",
+        src: include_str!("../../../../kernels/linear_tc.cu"),
+    },
+    KernelSource {
         name: "attention.cu",
         src: include_str!("../../../../kernels/attention.cu"),
     },

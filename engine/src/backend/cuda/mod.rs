@@ -8,6 +8,7 @@ pub mod backend;
 pub mod compile;
 mod graph;
 pub mod kbench;
+pub mod linear_tc;
 pub mod ops;
 pub mod sample;
 pub mod selfcheck;

@@ -7,14 +7,30 @@ use crate::models::{Activation, RopeStyle};
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
+/// How a [`DevMatrix`]'s bytes are laid out, which picks the kernels that read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// Raw GGUF/safetensors rows (`linear_<fmt>` kernels of kernels/linear.cu).
+    Raw,
+    /// Q8_0/Q4_K quants split from their headers, a lane's unit one aligned 16-byte load
+    /// (`linear_<fmt>_r` kernels).
+    Lanes,
+    /// Tiles of 16 rows in MMA fragment order (kernels/linear_tc.cu; BF16 and Q8_0 with QTC = 1).
+    Tc,
+}
+
 /// A weight matrix on the device: `[rows, cols]` in its stored format (raw GGUF/safetensors
-/// bytes, row-major, `rows * dtype.bytes_for(cols)` bytes), with an optional f32 bias `[rows]`.
+/// bytes, row-major, `rows * dtype.bytes_for(cols)` bytes) or repacked (see `layout`), with an
+/// optional f32 bias `[rows]`.
 pub struct DevMatrix {
     /// Raw bytes, or the aligned quants of a repacked matrix.
     pub data: CudaSlice<u8>,
     /// Block headers of a repacked matrix (Q8_0: f16 scales `[rows, cols/32]`; Q4_K: 16 bytes
-    /// per super-block `[rows, cols/256]`: d, dmin, the 12-byte scale table).
+    /// per super-block `[rows, cols/256]`: d, dmin, the 12-byte scale table; Tc Q8_0: the
+    /// scales of each tile's rows per unit).
     pub aux: Option<CudaSlice<u8>>,
+    /// Which layout `data` and `aux` hold.
+    pub layout: WeightLayout,
     pub dtype: DType,
     pub rows: usize,
     pub cols: usize,
@@ -87,6 +103,7 @@ impl DevMatrix {
         Ok(DevMatrix {
             data,
             aux: None,
+            layout: WeightLayout::Raw,
             dtype,
             rows,
             cols,
@@ -107,10 +124,28 @@ impl DevMatrix {
         bias: Option<&[f32]>,
     ) -> Result<DevMatrix> {
         let checked = dtype.bytes_for(cols).map(|b| b * rows) == Some(raw.len());
+        if super::linear_tc::tc_enabled(dev, dtype) {
+            if let Some((q, s)) = super::linear_tc::repack_tc(raw, dtype, rows, cols) {
+                return Ok(DevMatrix {
+                    data: dev.upload(&q)?,
+                    aux: if s.is_empty() {
+                        None
+                    } else {
+                        Some(dev.upload(&s)?)
+                    },
+                    layout: WeightLayout::Tc,
+                    dtype,
+                    rows,
+                    cols,
+                    bias: bias.map(|b| dev.upload(b)).transpose()?,
+                });
+            }
+        }
         match repack(raw, dtype).filter(|_| checked && cols.is_multiple_of(32)) {
             Some((q, h)) => Ok(DevMatrix {
                 data: dev.upload(&q)?,
                 aux: Some(dev.upload(&h)?),
+                layout: WeightLayout::Lanes,
                 dtype,
                 rows,
                 cols,
@@ -361,6 +396,9 @@ impl CudaDevice {
         )?;
         if m == 0 {
             return Ok(());
+        }
+        if w.layout == WeightLayout::Tc {
+            return self.linear_tc(x, w, ys, &rows, m, split_canary);
         }
         // M = 1 (decode) takes the one-token kernel: same per-output operations. A repacked
         // matrix whose x would not fit the one-token kernel's shared memory on this device

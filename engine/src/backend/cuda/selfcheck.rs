@@ -3,7 +3,7 @@
 //! |GPU − CPU| against a tolerance stated per op, and — the Level A contract — whether a row's
 //! GPU output is bit-identical when the same row is computed in passes of different M.
 
-use super::ops::{AttnPath, DevMatrix, KvIndex};
+use super::ops::{AttnPath, DevMatrix, KvIndex, WeightLayout};
 use super::{drv, CudaDevice};
 use crate::backend::cpu::ops::{gated_activation, rms_norm_rows, Rope};
 use crate::error::Result;
@@ -358,7 +358,15 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         // QLIN_FACTOR = 1 (the default) rounds the repacked kernels differently from the raw
         // layout's: then they are checked against the CPU and across M on their own, and the
         // fused matrix against them.
-        let factor = dev.define("QLIN_FACTOR", 1) != 0;
+        // The tensor-core layout (QTC = 1) rounds its own way too.
+        let repacked = wr.layout != WeightLayout::Raw;
+        let factor =
+            wr.layout == WeightLayout::Tc || (repacked && dev.define("QLIN_FACTOR", 1) != 0);
+        let tag = match wr.layout {
+            WeightLayout::Raw => "",
+            WeightLayout::Lanes => "_r",
+            WeightLayout::Tc => "_tc",
+        };
         let mut passes = Vec::new();
         let mut rep_passes = Vec::new();
         let mut repacked_same = true;
@@ -369,7 +377,7 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             dev.linear(&xd, &wd, &mut yd, false)?;
             let raw = s.clone_dtoh(&yd).map_err(drv)?;
             let mut fused_ref = raw.clone();
-            if wr.aux.is_some() {
+            if repacked {
                 dev.linear(&xd, &wr, &mut yd, false)?;
                 let rep = s.clone_dtoh(&yd).map_err(drv)?;
                 if factor {
@@ -410,14 +418,19 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             op: format!(
                 "linear_{}{}",
                 dtype.name().to_lowercase(),
-                if wr.aux.is_some() { "(+_r)" } else { "" }
+                if repacked {
+                    format!("(+{tag})")
+                } else {
+                    String::new()
+                }
             ),
             case: format!("K={k} R={r} M={ms:?}"),
             max_abs_diff: d,
-            tolerance: if wr.aux.is_some() && factor {
-                "1e-5·Σ|w·x| (raw and factored _r); _r rows M-independent; fused+bias = _r bits"
-                    .into()
-            } else if wr.aux.is_some() {
+            tolerance: if repacked && factor {
+                format!(
+                    "1e-5·Σ|w·x| (raw and {tag}); {tag} rows M-independent; fused+bias = {tag} bits"
+                )
+            } else if repacked {
                 "1e-5·Σ|w·x|; _r, fused+bias bit-equal".into()
             } else {
                 "1e-5·Σ|w·x|; fused+bias bit-equal".into()

@@ -1,0 +1,197 @@
+//! The tensor-core linear kernels (`kernels/linear_tc.cu`): the weight layout they read and their
+//! launch. One mma.sync m16n8k16 walk computes every row for every token count M (decode,
+//! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
+//! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
+
+use super::ops::{check, i32_of, DevMatrix, WeightLayout};
+use super::{drv, CudaDevice};
+use crate::error::{Error, Result};
+use crate::quant::DType;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+/// Rows per tile: the m of the m16n8k16 MMA.
+pub const TC_TILE_ROWS: usize = 16;
+
+/// Whether the device's kernel defines route `dtype` matrices to the tensor-core kernels:
+/// `QTC = 1` and a BF16 or Q8_0 matrix.
+pub fn tc_enabled(dev: &CudaDevice, dtype: DType) -> bool {
+    dev.define("QTC", 0) == 1 && matches!(dtype, DType::BF16 | DType::Q8_0)
+}
+
+/// Index in a tile's per-unit lane block of element `(row_in_tile, k_in_unit)`, as
+/// `(lane, slot)`: lane `4g + t` holds, for k-half `h` (k 16h..16h+16), the pairs (row g, k 2t),
+/// (row g+8, k 2t), (row g, k 2t+8), (row g+8, k 2t+8), two elements each, slots `8h .. 8h+8`
+/// (the A fragment order of the PTX ISA's m16n8k16 MMA).
+fn tc_position(row: usize, k: usize) -> (usize, usize) {
+    let (h, kk) = (k / 16, k % 16);
+    let (g, hi_row) = (row % 8, row / 8);
+    let (t, odd, hi_k) = ((kk % 8) / 2, kk % 2, kk / 8);
+    let reg = hi_row + 2 * hi_k;
+    (4 * g + t, 8 * h + 2 * reg + odd)
+}
+
+/// Repacks `rows x cols` raw BF16 or GGUF Q8_0 bytes into the tensor-core layout (module docs
+/// of `kernels/linear_tc.cu`): quants `[tiles][cols/32][32 lanes][16 values]` (bf16 or int8),
+/// and for Q8_0 the scales `[tiles][cols/32][8]` u32 (f16 of row g | f16 of row g+8 << 16). The
+/// last tile is padded with zero rows. `None` for other formats or a shape that does not fit.
+pub fn repack_tc(raw: &[u8], dtype: DType, rows: usize, cols: usize) -> Option<(Vec<u8>, Vec<u8>)> {
+    if !cols.is_multiple_of(32) || dtype.bytes_for(cols).map(|b| b * rows) != Some(raw.len()) {
+        return None;
+    }
+    let (tiles, units) = (rows.div_ceil(TC_TILE_ROWS), cols / 32);
+    match dtype {
+        DType::BF16 => {
+            let mut q = vec![0u8; tiles * units * 32 * 32];
+            for r in 0..rows {
+                let (tile, rt) = (r / TC_TILE_ROWS, r % TC_TILE_ROWS);
+                for k in 0..cols {
+                    let (u, (lane, slot)) = (k / 32, tc_position(rt, k % 32));
+                    let at = ((tile * units + u) * 32 + lane) * 32 + 2 * slot;
+                    q[at..at + 2].copy_from_slice(&raw[2 * (r * cols + k)..][..2]);
+                }
+            }
+            Some((q, Vec::new()))
+        }
+        DType::Q8_0 => {
+            let mut q = vec![0u8; tiles * units * 32 * 16];
+            let mut s = vec![0u8; tiles * units * 8 * 4];
+            for r in 0..rows {
+                let (tile, rt) = (r / TC_TILE_ROWS, r % TC_TILE_ROWS);
+                for u in 0..units {
+                    let block = &raw[(r * units + u) * 34..][..34];
+                    let tu = tile * units + u;
+                    let at = (tu * 8 + rt % 8) * 4 + 2 * (rt / 8);
+                    s[at..at + 2].copy_from_slice(&block[..2]);
+                    for (k, &b) in block[2..].iter().enumerate() {
+                        let (lane, slot) = tc_position(rt, k);
+                        q[(tu * 32 + lane) * 16 + slot] = b;
+                    }
+                }
+            }
+            Some((q, s))
+        }
+        _ => None,
+    }
+}
+
+impl CudaDevice {
+    /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
+    /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
+    /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
+    /// compute each row identically); QTC_SPLIT warps per block. Errors: a launch failure.
+    pub(super) fn linear_tc(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        debug_assert_eq!(w.layout, WeightLayout::Tc);
+        let (k, r) = (w.cols, w.rows);
+        check(k.is_multiple_of(32), || format!("linear_tc: k {k}"))?;
+        let nt: u32 = match m.div_ceil(8) {
+            1 => 1,
+            2 => 2,
+            _ => 4,
+        };
+        let func = match w.dtype {
+            DType::BF16 => format!("linear_tc_bf16_n{nt}"),
+            DType::Q8_0 => format!("linear_tc_q8_0_n{nt}"),
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let split = self.define("QTC_SPLIT", 8).max(1);
+        let wt = self.define("QTC_WT", 2).max(1);
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let cfg = LaunchConfig {
+            grid_dim: (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt), 1),
+            block_dim: (32 * split, 1, 1),
+            shared_mem_bytes: split * wt * nt * 512,
+        };
+        let f = self.function("linear_tc.cu", &func)?;
+        if cfg.shared_mem_bytes > 48 << 10 {
+            self.grant_smem(&func, &f, cfg.shared_mem_bytes)?;
+        }
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let canary = i32::from(split_canary);
+        let null = 0u64;
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(x).arg(&w.data);
+        match &w.aux {
+            Some(aux) => b.arg(aux),
+            None => b.arg(&null),
+        };
+        match &w.bias {
+            Some(bias) => b.arg(bias),
+            None => b.arg(&null),
+        };
+        let mut outs = ys.iter_mut();
+        let y0 = outs.next().expect("checked: 1..=3 outputs");
+        b.arg(&mut **y0);
+        for y in [outs.next(), outs.next()] {
+            match y {
+                Some(y) => b.arg(&mut **y),
+                None => b.arg(&null),
+            };
+        }
+        b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&canary);
+        // SAFETY: the arguments match LINEAR_TC's entry (x, q, s, bias, LIN_OUT_PARAMS,
+        // split_canary); shapes checked by linear_split and at upload.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every (row, k) of a tile-unit lands on its own (lane, slot), and the fragment rules hold.
+    #[test]
+    fn tc_positions_cover_the_tile_once() {
+        let mut seen = [[false; 16]; 32];
+        for row in 0..16 {
+            for k in 0..32 {
+                let (lane, slot) = tc_position(row, k);
+                assert!(!seen[lane][slot], "row {row} k {k} collides");
+                seen[lane][slot] = true;
+                // Lane 4g + t: rows g, g + 8; the pair's first element sits at an even slot.
+                assert_eq!(lane / 4, row % 8);
+                assert_eq!(slot % 2, k % 2);
+                assert_eq!(lane % 4, (k % 8) / 2);
+            }
+        }
+        assert!(seen.iter().all(|l| l.iter().all(|&s| s)));
+    }
+
+    /// Q8_0: each row's scale lands in its tile's word (row % 8), half (row / 8); padding is zero.
+    #[test]
+    fn q8_0_repack_places_scales_and_quants() {
+        let (rows, cols) = (18, 64);
+        let mut raw = Vec::new();
+        for r in 0..rows {
+            for u in 0..cols / 32 {
+                raw.extend_from_slice(&((r * 10 + u) as u16).to_le_bytes());
+                raw.extend((0..32).map(|k| (r + k + u) as u8));
+            }
+        }
+        let (q, s) = repack_tc(&raw, DType::Q8_0, rows, cols).expect("q8_0 repacks");
+        assert_eq!(q.len(), 2 * 2 * 32 * 16);
+        assert_eq!(s.len(), 2 * 2 * 8 * 4);
+        let scale = |tile: usize, u: usize, row: usize| {
+            let at = ((tile * 2 + u) * 8 + row % 8) * 4 + 2 * (row / 8);
+            u16::from_le_bytes([s[at], s[at + 1]])
+        };
+        assert_eq!(scale(0, 1, 9), 91);
+        assert_eq!(scale(1, 0, 1), 170);
+        assert_eq!(scale(1, 1, 5), 0, "padding row");
+        let (lane, slot) = tc_position(9, 17);
+        assert_eq!(q[(32 + lane) * 16 + slot], (9 + 17 + 1) as u8);
+        let (lane, slot) = tc_position(1, 5);
+        assert_eq!(q[(2 * 32 + lane) * 16 + slot], (17 + 5) as u8);
+        assert!(repack_tc(&raw[1..], DType::Q8_0, rows, cols).is_none());
+    }
+}

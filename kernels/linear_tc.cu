@@ -1,0 +1,234 @@
+// Tensor-core linear layers y = x W^T + b (BF16 and Q8_0 weights) for every token count M, decode
+// included: mma.sync m16n8k16 (bf16 inputs, f32 accumulation; PTX ISA "Matrix fragments for
+// mma.m16n8k16"), weights as the A operand (16 rows x 16 k) and tokens as the n dimension, so one
+// tile of 8 tokens costs what one token does and a decode row is computed by the same
+// instructions as a prefill or verify row.
+//
+// Exactness (docs/DESIGN.md §3). Per output element (row r, token m) the operations are fixed:
+//  - x is split into QTC_XSPLIT bf16 parts, hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi -
+//    mid) (3 parts: 24 bits, x itself for normal floats); weights are bf16 or int8, exact in bf16,
+//    so each product of the MMA is exact in f32;
+//  - K is cut into QTC_SPLIT fixed slices of whole 32-element units (from K alone); the warp of
+//    slice s walks its units in increasing order; per unit, the MMAs run k-half 0 then 1, and in
+//    each the parts hi, mid, lo;
+//  - the MMAs of a unit accumulate into a unit sum started at 0; then BF16: acc = acc + unit,
+//    Q8_0: acc = fma(d_r, unit, acc) (the scale once per unit, as QLIN_FACTOR = 1 does);
+//  - the slices' sums are added in slice order, then the bias.
+// Each element of an MMA's output depends only on its own row of A, column of B and C, so none of
+// this looks at M, at the token's place in its tile, or at the other tokens: rows are bit-identical
+// for every M. A different rounding from the lane kernels of linear.cu (the host uses one or the
+// other for every matrix of a model, never both).
+//
+// Weight layout (DevMatrix::upload_repacked with QTC = 1): rows in tiles of 16 (the last padded
+// with zero rows), K in units of 32; per (tile, unit), lane l = 4g + t holds the A fragments of
+// both k-halves h: for h = 0, 1 the pairs (row g, k 2t..2t+1), (row g+8, k 2t..2t+1), (row g,
+// k 2t+8..2t+9), (row g+8, k 2t+8..2t+9), k counted from 32u + 16h.
+//  - BF16: q = [tiles][units][32 lanes][32 bytes] (those 16 bf16 values).
+//  - Q8_0: q = [tiles][units][32 lanes][16 bytes] (the same 16 values as int8); s =
+//    [tiles][units][8] u32, word g = f16 scale of row g | f16 scale of row g+8 << 16.
+#include "common.cuh"
+
+// Warps per block, each one K slice of the block's row tiles (a fixed split of K: part of the
+// reduction order, the same for every M).
+#ifndef QTC_SPLIT
+#define QTC_SPLIT 8
+#endif
+// Row tiles of 16 per warp (they share the warp's split of x).
+#ifndef QTC_WT
+#define QTC_WT 2
+#endif
+// bf16 parts of x: 3 carries x's 24 bits; 2 and 1 round x (the same way for every M).
+#ifndef QTC_XSPLIT
+#define QTC_XSPLIT 3
+#endif
+// Units whose weights a warp loads as one group (the next group's loads are issued before the
+// current group's MMAs).
+#ifndef QTC_UNROLL
+#define QTC_UNROLL 4
+#endif
+
+#define TC_BF16 0
+#define TC_Q8_0 1
+
+// d += a * b: one m16n8k16 bf16 MMA with f32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16x2 (round to nearest even; `lo` in the low half, the lower k index).
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const u32*>(&v);
+}
+
+// x[k], x[k+1] of one token as QTC_XSPLIT bf16x2 parts (hi, mid, lo); every subtraction is exact.
+__device__ __forceinline__ void split_x(float2 f, u32 (&p)[QTC_XSPLIT]) {
+#pragma unroll
+    for (int i = 0; i < QTC_XSPLIT; ++i) {
+        p[i] = pack_bf16x2(f.x, f.y);
+        f.x = __fsub_rn(f.x, __uint_as_float(p[i] << 16));
+        f.y = __fsub_rn(f.y, __uint_as_float(p[i] & 0xffff0000u));
+    }
+}
+
+// Bytes i, i+1 of w (int8) as bf16x2, exact.
+__device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
+    return pack_bf16x2(i8_to_f32_exact(w, i), i8_to_f32_exact(w, i + 1));
+}
+
+// x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
+// `split_canary` != 0 and M > 1: K is cut into QTC_SPLIT / 2 slices instead (a shape-dependent
+// reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT)));
+// block: 32 * QTC_SPLIT; dynamic shared memory: QTC_SPLIT * QTC_WT * NT * 512 bytes.
+template <int F, int NT>
+__device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                               const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
+                                               int M, int K, int R, int split_canary) {
+    extern __shared__ float part[];  // [QTC_SPLIT][QTC_WT][NT][4][32]
+    constexpr int WB = F == TC_BF16 ? 2 : 1;  // uint4 per lane per (tile, unit)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int nu = K / 32;
+    const int tiles = (R + 15) / 16;
+    const int tile0 = blockIdx.x * QTC_WT;
+    const int m0 = blockIdx.y * 8 * NT;
+    const int slices = (split_canary && M > 1 && QTC_SPLIT > 1) ? QTC_SPLIT / 2 : QTC_SPLIT;
+    const int per = (nu + slices - 1) / slices;
+    const int u0 = warp < slices ? min(nu, warp * per) : nu;
+    const int u1 = warp < slices ? min(nu, u0 + per) : nu;
+    float acc[QTC_WT][NT][4];
+#pragma unroll
+    for (int w = 0; w < QTC_WT; ++w)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[w][n][c] = 0.0f;
+    // Weights of units ub .. ub + QTC_UNROLL of each row tile (zeros past the slice or R).
+    auto load = [&](int ub, uint4 (&wv)[QTC_UNROLL][QTC_WT][WB], u32 (&sc)[QTC_UNROLL][QTC_WT]) {
+#pragma unroll
+        for (int j = 0; j < QTC_UNROLL; ++j) {
+            const int u = ub + j;
+#pragma unroll
+            for (int w = 0; w < QTC_WT; ++w) {
+                const int tile = tile0 + w;
+                sc[j][w] = 0;
+#pragma unroll
+                for (int b = 0; b < WB; ++b) wv[j][w][b] = make_uint4(0, 0, 0, 0);
+                if (u < u1 && tile < tiles) {
+                    const size_t tu = (size_t)tile * nu + u;
+                    const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
+#pragma unroll
+                    for (int b = 0; b < WB; ++b) wv[j][w][b] = p[b];
+                    if (F == TC_Q8_0) sc[j][w] = s[tu * 8 + g];
+                }
+            }
+        }
+    };
+    // Double-buffered: the next group's loads are issued before this group's MMAs.
+    uint4 wv[QTC_UNROLL][QTC_WT][WB];
+    u32 sc[QTC_UNROLL][QTC_WT];
+    load(u0, wv, sc);
+    for (int ub = u0; ub < u1; ub += QTC_UNROLL) {
+        uint4 nwv[QTC_UNROLL][QTC_WT][WB];
+        u32 nsc[QTC_UNROLL][QTC_WT];
+        load(ub + QTC_UNROLL, nwv, nsc);
+#pragma unroll
+        for (int j = 0; j < QTC_UNROLL; ++j) {
+            const int u = ub + j;
+            if (u >= u1) break;
+            // B fragments of this unit: token m0 + 8n + g, k = 32u + 16h + 2t (+8 for reg 1).
+            u32 bx[NT][2][2][QTC_XSPLIT];
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                const int m = m0 + 8 * n + g;
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        float2 f = make_float2(0.0f, 0.0f);
+                        if (m < M) f = *reinterpret_cast<const float2*>(x + (size_t)m * K + 32 * u + 16 * h + 8 * r + 2 * t);
+                        split_x(f, bx[n][h][r]);
+                    }
+            }
+#pragma unroll
+            for (int w = 0; w < QTC_WT; ++w) {
+                if (tile0 + w >= tiles) continue;
+                u32 a[2][4];
+                if (F == TC_BF16) {
+                    a[0][0] = wv[j][w][0].x; a[0][1] = wv[j][w][0].y; a[0][2] = wv[j][w][0].z; a[0][3] = wv[j][w][0].w;
+                    a[1][0] = wv[j][w][1].x; a[1][1] = wv[j][w][1].y; a[1][2] = wv[j][w][1].z; a[1][3] = wv[j][w][1].w;
+                } else {
+                    const u32 words[4] = {wv[j][w][0].x, wv[j][w][0].y, wv[j][w][0].z, wv[j][w][0].w};
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
+                }
+                const float d0 = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j][w] & 0xffffu)) : 1.0f;
+                const float d1 = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j][w] >> 16)) : 1.0f;
+#pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    // The unit's sum from 0 (so units are independent MMA chains), then scaled
+                    // (Q8_0) or added (BF16) into the running sum.
+                    float us[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int p = 0; p < QTC_XSPLIT; ++p) mma_bf16(us, a[h], bx[n][h][0][p], bx[n][h][1][p]);
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        acc[w][n][c] = F == TC_Q8_0 ? __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c])
+                                                    : __fadd_rn(acc[w][n][c], us[c]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < QTC_UNROLL; ++j)
+#pragma unroll
+            for (int w = 0; w < QTC_WT; ++w) {
+                sc[j][w] = nsc[j][w];
+#pragma unroll
+                for (int b = 0; b < WB; ++b) wv[j][w][b] = nwv[j][w][b];
+            }
+    }
+    // The slices' sums, added in slice order; element (w, n, c) of lane l is row
+    // 16 (tile0 + w) + l / 4 + 8 (c / 2), token m0 + 8n + 2 (l % 4) + c % 2.
+    constexpr int PER_WARP = QTC_WT * NT * 4 * 32;
+#pragma unroll
+    for (int w = 0; w < QTC_WT; ++w)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) part[warp * PER_WARP + ((w * NT + n) * 4 + c) * 32 + lane] = acc[w][n][c];
+    __syncthreads();
+    for (int i = threadIdx.x; i < PER_WARP; i += blockDim.x) {
+        float v = part[i];
+        for (int sl = 1; sl < slices; ++sl) v = __fadd_rn(v, part[sl * PER_WARP + i]);
+        const int l = i & 31, c = (i >> 5) & 3, n = (i >> 7) % NT, w = (i >> 7) / NT;
+        const int row = 16 * (tile0 + w) + (l >> 2) + 8 * (c >> 1);
+        const int m = m0 + 8 * n + 2 * (l & 3) + (c & 1);
+        if (row < R && m < M) {
+            if (bias) v = __fadd_rn(v, bias[row]);
+            store_out(y, m, row, v);
+        }
+    }
+}
+
+// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block).
+#define LINEAR_TC(name, F, NT)                                                                      \
+    extern "C" __global__ void __launch_bounds__(32 * QTC_SPLIT)                                    \
+        name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
+             int split_canary) {                                                                   \
+        linear_tc_impl<F, NT>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                     \
+    }
+
+LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1)
+LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2)
+LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4)
+LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1)
+LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2)
+LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4)
