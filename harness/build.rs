@@ -26,6 +26,18 @@ fn main() {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         println!("cargo:rerun-if-changed={dir}/index");
     }
+    // An edit to the code the binary is built from changes `+dirty` without touching the index:
+    // look again whenever these sources change (cargo compares the newest mtime under each).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for d in [
+        "engine/src",
+        "kernels",
+        "harness/src",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(d).display());
+    }
 }
 
 /// `OUT_DIR/embedded_defaults.rs`: `EMBEDDED`, every `boards/defaults/*.toml` as (stem, text).

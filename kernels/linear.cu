@@ -417,6 +417,11 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #ifndef QLIN_M1_UNROLL
 #define QLIN_M1_UNROLL 4
 #endif
+// Units per lane of the first row group each block prefetches into L2 before staging x
+// (0 = none).
+#ifndef QLIN_M1_PREFETCH
+#define QLIN_M1_PREFETCH 0
+#endif
 template <int ROWS, int F>
 __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                   const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
@@ -426,6 +431,16 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
     float* usum = reinterpret_cast<float*>(xs + nch * (XCHUNK / 4));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nu = K / 32;
+    if (QLIN_M1_PREFETCH > 0) {
+        // Start the first row group's weights on their way to L2 before the staging of x (a hint:
+        // no registers, no effect on any value).
+        const int r0 = (blockIdx.x * QLIN_M1_WARPS + warp) * ROWS;
+        for (int i = 0; i < ROWS && r0 + i < R; ++i)
+            for (int c = 0, u = lane; c < QLIN_M1_PREFETCH && u < nu; ++c, u += 32) {
+                const u8* p = F == FMT_Q8_0 ? q + (size_t)(r0 + i) * K + 32 * u : q + (size_t)(r0 + i) * (K / 2) + 16 * u;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+            }
+    }
     for (int idx = threadIdx.x; idx < nch * (XCHUNK / 4); idx += blockDim.x) {
         const int ch = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

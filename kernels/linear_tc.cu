@@ -41,10 +41,14 @@
 #ifndef QTC_XSPLIT
 #define QTC_XSPLIT 3
 #endif
-// Units whose weights a warp loads as one group (the next group's loads are issued before the
-// current group's MMAs).
+// Units whose weights a warp loads as one group.
 #ifndef QTC_UNROLL
 #define QTC_UNROLL 4
+#endif
+// 1: the next group's loads are issued before the current group's MMAs (more registers; slower
+// at M = 1 on the H200, research/cuda/run21).
+#ifndef QTC_DB
+#define QTC_DB 0
 #endif
 
 #define TC_BF16 0
@@ -127,14 +131,15 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
             }
         }
     };
-    // Double-buffered: the next group's loads are issued before this group's MMAs.
+    // QTC_DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
     uint4 wv[QTC_UNROLL][QTC_WT][WB];
     u32 sc[QTC_UNROLL][QTC_WT];
-    load(u0, wv, sc);
+    if (QTC_DB) load(u0, wv, sc);
     for (int ub = u0; ub < u1; ub += QTC_UNROLL) {
         uint4 nwv[QTC_UNROLL][QTC_WT][WB];
         u32 nsc[QTC_UNROLL][QTC_WT];
-        load(ub + QTC_UNROLL, nwv, nsc);
+        if (QTC_DB) load(ub + QTC_UNROLL, nwv, nsc);
+        else load(ub, wv, sc);
 #pragma unroll
         for (int j = 0; j < QTC_UNROLL; ++j) {
             const int u = ub + j;
@@ -190,6 +195,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         for (int j = 0; j < QTC_UNROLL; ++j)
 #pragma unroll
             for (int w = 0; w < QTC_WT; ++w) {
+                if (!QTC_DB) continue;
                 sc[j][w] = nsc[j][w];
 #pragma unroll
                 for (int b = 0; b < WB; ++b) wv[j][w][b] = nwv[j][w][b];

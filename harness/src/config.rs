@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 18] = [
+pub const KERNEL_DEFINES: [&str; 20] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -20,6 +20,7 @@ pub const KERNEL_DEFINES: [&str; 18] = [
     "QLIN_M1_BLOCKS",
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
+    "QLIN_M1_PREFETCH",
     "QLIN_MT",
     "QLIN_MT_TOKENS",
     "QLIN_MT_ROWS",
@@ -28,6 +29,7 @@ pub const KERNEL_DEFINES: [&str; 18] = [
     "QTC_WT",
     "QTC_XSPLIT",
     "QTC_UNROLL",
+    "QTC_DB",
 ];
 
 /// The source of a value nobody set.
@@ -67,8 +69,8 @@ pub struct Config {
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
     /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
-    /// QTC_XSPLIT, QTC_UNROLL), as
+    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
+    /// QTC_XSPLIT, QTC_UNROLL, QTC_DB), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
@@ -494,12 +496,13 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_MT and QTC are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16
-            // parts; the rest are sizes.
-            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT" | "QTC");
+            // QLIN_FACTOR, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
+            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT" | "QTC" | "QTC_DB");
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
+                Ok(n) if k == "QLIN_M1_PREFETCH" && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }
@@ -624,6 +627,44 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(format!("{e:#}").contains("prot"), "{e:#}");
+    }
+
+    /// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3,
+    /// QLIN_M1_PREFETCH from 0, sizes from 1; anything else names the define.
+    #[test]
+    fn kernel_define_values_are_checked_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("memra.toml");
+        let resolve = |body: &str| {
+            std::fs::write(&p, format!("[kernel_defines]\n{body}\n")).unwrap();
+            ConfigArgs {
+                config: Some(p.clone()),
+                ..Default::default()
+            }
+            .resolve()
+            .map_err(|e| format!("{e:#}"))
+        };
+        for ok in [
+            "QTC = \"1\"",
+            "QTC_DB = \"0\"",
+            "QTC_XSPLIT = \"2\"",
+            "QTC_SPLIT = \"4\"",
+            "QLIN_M1_PREFETCH = \"0\"",
+            "QLIN_M1_PREFETCH = \"16\"",
+        ] {
+            let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert_eq!(c.kernel_defines.len(), 1, "{ok}");
+        }
+        for (bad, says) in [
+            ("QTC = \"2\"", "\"0\" or \"1\""),
+            ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
+            ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
+            ("QTC_SPLIT = \"0\"", "positive integer"),
+            ("QTC_TILES = \"2\"", "unknown define"),
+        ] {
+            let e = resolve(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

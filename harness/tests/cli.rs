@@ -98,3 +98,17 @@ fn run_k_without_spec_is_refused() {
     ]));
     assert!(e.contains("--k sets the draft length of --spec"), "{e}");
 }
+
+/// `probe --bench-kernels` checks its token counts and formats at parse time, naming the value.
+#[test]
+fn probe_kernel_bench_arguments_are_checked() {
+    let e = failed(memra(&["probe", "--kernel-tokens", "1,0"]));
+    assert!(
+        e.contains("invalid value '0'") && e.contains("1..=4096"),
+        "{e}"
+    );
+    let e = failed(memra(&["probe", "--kernel-dtypes", "q8_0,f32"]));
+    assert!(e.contains("invalid value 'f32'"), "{e}");
+    let out = ok(memra(&["probe", "--help"]));
+    assert!(stdout(&out).contains("--kernel-tokens"), "{}", stdout(&out));
+}

@@ -103,6 +103,7 @@ fn schema() -> Schema {
         ("weight_bytes", Float64),
         ("anchor", Str),
         ("extra", Str),
+        ("settings", Str),
     ];
     Schema::from_iter(fields.into_iter().map(|(n, t)| Field::new(n.into(), t)))
 }
@@ -191,6 +192,15 @@ pub fn read_dir(dir: &Path) -> Result<Rows> {
         .map(|p| canonical(&parse_object(p)))
         .collect();
     df.with_column(Column::new("cell".into(), cells))?;
+    // A kernel family that rounds its own way (QTC = 1) makes its own cells: "BF16 QTC=1".
+    let dtypes: Vec<Option<String>> = df
+        .column("dtype")?
+        .str()?
+        .iter()
+        .zip(df.column("settings")?.str()?.iter())
+        .map(|(d, st)| d.map(|d| format!("{d}{}", kernel_variant(st))))
+        .collect();
+    df.with_column(Column::new("dtype".into(), dtypes))?;
     // Rows without a scenario or a median cannot be placed on a board.
     let usable = df.column("scenario")?.is_not_null() & df.column("median")?.is_not_null();
     let dropped = df.height() - usable.sum().unwrap_or(0) as usize;
@@ -256,6 +266,22 @@ fn to_rows(df: &DataFrame) -> Result<Vec<Row>> {
                 .filter(|v| !v.is_null()),
         })
         .collect())
+}
+
+/// The suffix that tells a row's kernels apart when they compute different bits from the
+/// defaults: " QTC=1" when the row's `settings.kernel_defines` had QTC = "1" (the tensor-core
+/// linear kernels), else "". Speed-only knobs (tile sizes, warps) keep the cell.
+fn kernel_variant(settings: Option<&str>) -> String {
+    let s = parse_object(settings);
+    let qtc = s
+        .get("kernel_defines")
+        .and_then(|k| k.get("QTC"))
+        .and_then(Value::as_str);
+    if qtc == Some("1") {
+        " QTC=1".into()
+    } else {
+        String::new()
+    }
 }
 
 /// A nested value read back from polars' text rendering of it.
@@ -334,6 +360,39 @@ mod tests {
         let v = parse_value("{\"t\": \"a\\b\tc\\\"d\\ne\"}");
         assert_eq!(v["t"], "a\\b\tc\"d\ne");
         assert_eq!(parse_value("gpt-fast"), Value::String("gpt-fast".into()));
+    }
+
+    #[test]
+    fn boards_kernel_variant_splits_qtc_rows_only() {
+        let qtc =
+            r#"{"cuda_graph_max_batch": 32, "kernel_defines": {"QTC": "1", "LIN_WARPS": "4"}}"#;
+        assert_eq!(kernel_variant(Some(qtc)), " QTC=1");
+        let speed_only = r#"{"kernel_defines": {"QTC": "0", "QLIN_M1_WARPS": "16"}}"#;
+        assert_eq!(kernel_variant(Some(speed_only)), "");
+        assert_eq!(kernel_variant(None), "");
+    }
+
+    /// Two rows of one cell that differ only in QTC stay two rows, each the latest of its own.
+    #[test]
+    fn boards_qtc_rows_are_their_own_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |t: u64, m: f64, qtc: &str| {
+            format!(
+                r#"{{"time":{t},"commit":"c","device":"D","backend":"cuda","model":"m","dtype":"BF16","scenario":"decode","params":{{"batch":32}},"n":3,"median":{m},"unit":"tok/s","settings":{{"kernel_defines":{{"QTC":"{qtc}"}}}}}}"#
+            )
+        };
+        let lines = [row(1, 10.0, "0"), row(2, 30.0, "1"), row(3, 11.0, "0")].join("\n");
+        std::fs::write(dir.path().join("d.jsonl"), lines).unwrap();
+        let rows = read_dir(dir.path()).unwrap();
+        let got: Vec<(String, f64)> = rows
+            .rows
+            .iter()
+            .map(|r| (r.dtype.clone(), r.median))
+            .collect();
+        assert_eq!(
+            got,
+            [("BF16".to_string(), 11.0), ("BF16 QTC=1".to_string(), 30.0)]
+        );
     }
 
     #[test]
