@@ -257,3 +257,80 @@ __device__ __forceinline__ float i8_to_f32_exact(u32 w, int i) {
 __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
     return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, (u32)i | 0x7440u)), 8388608.0f);
 }
+
+// ---- QLIN_INT = 1: x as exact integer digits (the repacked Q8_0/Q4_K lane kernels) ----
+//
+// Each 32-element unit of a token's x, with m = max |x| = f·2^E (f in [1, 2)), is written as
+// x ≈ s·(x0 + x1/128 + x2/16384), s = 2^(E−5), each digit an integer in [−64, 64] rounded to
+// nearest even (so about 20 bits relative to m). Then Σ q·x = s·(S0 + S1/128 + S2/16384) with
+// S_k = Σ q·x_k exact in int32 (dp4a or an integer MMA give the same integers), combined by
+// digits_combine in one fixed order. A unit with m < 2^−121 is all zero digits (s = 0); a unit
+// holding an inf or NaN gets s = NaN, so it poisons its outputs as f32 would.
+// The digits depend only on the token's own x, never on M.
+#ifndef QLIN_INT
+#define QLIN_INT 0
+#endif
+// Shared memory per token and 1,024-element chunk: digit k of unit uc in the 16-byte slots
+// (2k)·32 + uc (elements 0–15) and (2k+1)·32 + uc (16–31), then per unit a float4 meta
+// {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term).
+#define XI_DIGIT_F4 192
+#define XI_CHUNK_F4 224
+
+// v rounded to the nearest integer (ties to even) for |v| < 2^22, and v minus it (exact).
+__device__ __forceinline__ int rint_small(float v, float& rest) {
+    const float t = __fadd_rn(v, 12582912.0f);
+    rest = __fsub_rn(v, __fsub_rn(t, 12582912.0f));
+    return __float_as_int(t) - 0x4B400000;
+}
+
+// S0 + (S1 + S2/128)/128, one fixed order of f32 operations (every S_k exact in f32).
+__device__ __forceinline__ float digits_combine(int s0, int s1, int s2) {
+    const float t = __fmaf_rn((float)s2, 0.0078125f, (float)s1);
+    return __fmaf_rn(t, 0.0078125f, (float)s0);
+}
+
+// Stages x[4·s .. 4·s+4) of a chunk (`v`, float4 slot s of 0..255; the unit's 8 slots are held by
+// 8 consecutive lanes, every lane of the warp calling) as digits into the chunk `xc`.
+__device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
+    const float e[4] = {v.x, v.y, v.z, v.w};
+    float m = 0.0f;
+    int bad = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m = fmaxf(m, fabsf(e[i]));
+        bad |= (int)(((__float_as_uint(e[i]) >> 23) & 0xffu) == 0xffu);  // inf or NaN
+    }
+#pragma unroll
+    for (int off = 1; off < 8; off <<= 1) {
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+    }
+    const int E = (int)((__float_as_uint(m) >> 23) & 0xffu) - 127;
+    const bool zero = E < -121;  // also m == 0
+    // x·2^(5−E) (exact), and s = 2^(E−5).
+    const float up = zero ? 0.0f : __uint_as_float((u32)(127 + 5 - E) << 23);
+    const float sc = bad ? __int_as_float(0x7fffffff) : (zero ? 0.0f : __uint_as_float((u32)(127 + E - 5) << 23));
+    u32 word[3] = {0u, 0u, 0u};
+    int sum[3] = {0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float r = bad ? 0.0f : __fmul_rn(e[i], up);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            const int dgt = rint_small(r, r);
+            r = __fmul_rn(r, 128.0f);
+            word[k] |= ((u32)dgt & 0xffu) << (8 * i);
+            sum[k] += dgt;
+        }
+    }
+#pragma unroll
+    for (int off = 1; off < 8; off <<= 1)
+#pragma unroll
+        for (int k = 0; k < 3; ++k) sum[k] += __shfl_xor_sync(0xffffffffu, sum[k], off);
+    const int uc = s >> 3, part = s & 7;
+    u32* dig = reinterpret_cast<u32*>(xc);
+#pragma unroll
+    for (int k = 0; k < 3; ++k) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
+    if (part == 0)
+        xc[XI_DIGIT_F4 + uc] = make_float4(sc, __int_as_float(sum[0]), __int_as_float(sum[1]), __int_as_float(sum[2]));
+}

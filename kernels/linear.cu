@@ -266,13 +266,12 @@ __device__ __forceinline__ void qr_load(const u8* __restrict__ q, const u8* __re
     }
 }
 
-// One unit of one row against one token's staged x (`xt`: the unit's chunk, swizzled; `xsum`:
-// the unit's Σ x), accumulated into `acc` exactly as linear_qr_impl does.
+// The 32 quant values of unit u as 8 words of 4 bytes (element e at byte e % 4 of word e / 4:
+// Q8_0 int8, Q4_K the nibble as a byte) and the unit's scale d (and, for Q4_K, its min term ml).
 template <int F>
-__device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u16 dq, int u, int lane,
-                                         const float4* xt, float xsum, float acc) {
-    u32 words[8];
-    float d, ml = 0.0f;
+__device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u16 dq, int u, u32 (&words)[8], float& d,
+                                         float& ml) {
+    ml = 0.0f;
     if (F == FMT_Q8_0) {
         words[0] = wa.x; words[1] = wa.y; words[2] = wa.z; words[3] = wa.w;
         words[4] = wb.x; words[5] = wb.y; words[6] = wb.z; words[7] = wb.w;
@@ -302,6 +301,16 @@ __device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u
         d = __fmul_rn(dd, (float)sc);
         ml = __fmul_rn(dmin, (float)mn);
     }
+}
+
+// One unit of one row against one token's staged x (`xt`: the unit's chunk, swizzled; `xsum`:
+// the unit's Σ x), accumulated into `acc` exactly as linear_qr_impl does.
+template <int F>
+__device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u16 dq, int u, int lane,
+                                         const float4* xt, float xsum, float acc) {
+    u32 words[8];
+    float d, ml;
+    qr_words<F>(wa, wb, dq, u, words, d, ml);
     float s = QLIN_FACTOR ? 0.0f : acc;
 #pragma unroll
     for (int g = 0; g < 8; ++g) {
@@ -324,6 +333,35 @@ __device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u
         if (F == FMT_Q4_K) s = __fmaf_rn(-ml, xsum, s);
     }
     return s;
+}
+
+// QLIN_INT = 1: one unit against x staged as integer digits (common.cuh stage_digits; `xc`: the
+// token's chunk, `uc`: the unit's index in it). Σ q·x_d per digit is an exact int32 (dp4a), so
+// any kernel that forms the same three sums and combines them as here gets the same bits.
+template <int F>
+__device__ __forceinline__ float qr_unit_int(const uint4 wa, const uint4 wb, const u16 dq, int u, int uc,
+                                             const float4* xc, float acc) {
+    u32 words[8];
+    float d, ml;
+    qr_words<F>(wa, wb, dq, u, words, d, ml);
+    const uint4* dig = reinterpret_cast<const uint4*>(xc);
+    int S[3];
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        const uint4 lo = dig[(2 * k) * 32 + uc], hi = dig[(2 * k + 1) * 32 + uc];
+        const u32 xw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        int acc_i = 0;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) acc_i = __dp4a((int)words[w], (int)xw[w], acc_i);
+        S[k] = acc_i;
+    }
+    const float4 meta = xc[XI_DIGIT_F4 + uc];
+    acc = __fmaf_rn(__fmul_rn(d, meta.x), digits_combine(S[0], S[1], S[2]), acc);
+    if (F == FMT_Q4_K) {
+        const float fx = digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
+        acc = __fmaf_rn(-__fmul_rn(ml, meta.x), fx, acc);
+    }
+    return acc;
 }
 
 // The repacked quantized linear for M tokens (prefill, verify, batched decode): FMT_Q8_0 or
@@ -364,10 +402,14 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
             const int e = c0 + 4 * s;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
-            xs[t * (XCHUNK / 4) + xs_slot(s)] = v;
-            if (QLIN_FACTOR && F == FMT_Q4_K) {
-                const float p = unit_xsum(v);
-                if ((s & 7) == 0) usum[t * 32 + s / 8] = p;
+            if (QLIN_INT) {
+                stage_digits(v, s, xs + t * XI_CHUNK_F4);
+            } else {
+                xs[t * (XCHUNK / 4) + xs_slot(s)] = v;
+                if (QLIN_FACTOR && F == FMT_Q4_K) {
+                    const float p = unit_xsum(v);
+                    if ((s & 7) == 0) usum[t * 32 + s / 8] = p;
+                }
             }
         }
         __syncthreads();
@@ -381,7 +423,8 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
                 if (t >= mt) continue;
                 const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * 32 + lane] : 0.0f;
                 const float base = second ? acc2[i][t] : acc[i][t];
-                const float v = qr_unit<F>(wa[i], wb[i], dq[i], u, lane, xs + t * (XCHUNK / 4), xsum, base);
+                const float v = QLIN_INT ? qr_unit_int<F>(wa[i], wb[i], dq[i], u, lane, xs + t * XI_CHUNK_F4, base)
+                                         : qr_unit<F>(wa[i], wb[i], dq[i], u, lane, xs + t * (XCHUNK / 4), xsum, base);
                 if (second) acc2[i][t] = v; else acc[i][t] = v;
             }
         }
@@ -445,10 +488,14 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         const int ch = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (4 * idx < K) v = __ldg(reinterpret_cast<const float4*>(x) + idx);
-        xs[ch * (XCHUNK / 4) + xs_slot(s)] = v;
-        if (QLIN_FACTOR && F == FMT_Q4_K) {
-            const float p = unit_xsum(v);
-            if ((s & 7) == 0) usum[idx / 8] = p;
+        if (QLIN_INT) {
+            stage_digits(v, s, xs + ch * XI_CHUNK_F4);
+        } else {
+            xs[ch * (XCHUNK / 4) + xs_slot(s)] = v;
+            if (QLIN_FACTOR && F == FMT_Q4_K) {
+                const float p = unit_xsum(v);
+                if ((s & 7) == 0) usum[idx / 8] = p;
+            }
         }
     }
     __syncthreads();
@@ -470,7 +517,8 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
                 uint4 wa, wb;
                 u16 dq = 0;
                 qr_load<F>(q, h, r0 + i, u, K, wa, wb, dq);
-                acc[i] = qr_unit<F>(wa, wb, dq, u, lane, xt, xsum, acc[i]);
+                acc[i] = QLIN_INT ? qr_unit_int<F>(wa, wb, dq, u, lane, xs + (u / 32) * XI_CHUNK_F4, acc[i])
+                                  : qr_unit<F>(wa, wb, dq, u, lane, xt, xsum, acc[i]);
             }
         }
 #pragma unroll
@@ -527,10 +575,14 @@ __device__ __forceinline__ void linear_qr_mt_impl(const float* __restrict__ x, c
             const int e = p0 + 4 * s;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (t < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + t) * K + e));
-            xs[t * S4 + (s / (XCHUNK / 4)) * (XCHUNK / 4) + xs_slot(s % (XCHUNK / 4))] = v;
-            if (QLIN_FACTOR && F == FMT_Q4_K) {
-                const float p = unit_xsum(v);
-                if ((s & 7) == 0) usum[t * (QLIN_MT_PHASE / 32) + s / 8] = p;
+            if (QLIN_INT) {
+                stage_digits(v, s % (XCHUNK / 4), xs + (t * NCH + s / (XCHUNK / 4)) * XI_CHUNK_F4);
+            } else {
+                xs[t * S4 + (s / (XCHUNK / 4)) * (XCHUNK / 4) + xs_slot(s % (XCHUNK / 4))] = v;
+                if (QLIN_FACTOR && F == FMT_Q4_K) {
+                    const float p = unit_xsum(v);
+                    if ((s & 7) == 0) usum[t * (QLIN_MT_PHASE / 32) + s / 8] = p;
+                }
             }
         }
         __syncthreads();
@@ -559,8 +611,10 @@ __device__ __forceinline__ void linear_qr_mt_impl(const float* __restrict__ x, c
                     if (t >= mt) continue;
                     const float xsum =
                         (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * (QLIN_MT_PHASE / 32) + c * 32 + lane] : 0.0f;
-                    acc[i][t] = qr_unit<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,
-                                           xs + t * S4 + c * (XCHUNK / 4), xsum, acc[i][t]);
+                    acc[i][t] = QLIN_INT ? qr_unit_int<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,
+                                                          xs + (t * NCH + c) * XI_CHUNK_F4, acc[i][t])
+                                         : qr_unit<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,
+                                                      xs + t * S4 + c * (XCHUNK / 4), xsum, acc[i][t]);
                 }
             }
         }

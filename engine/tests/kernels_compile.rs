@@ -171,3 +171,43 @@ fn compile_errors_name_the_file_and_the_cache_round_trips() {
     );
     assert_eq!(std::fs::read_dir(cache.path()).expect("dir").count(), 2);
 }
+
+/// The linear kernels' opt-in switches change which code is compiled: each set still compiles
+/// for sm_90a, and the entries they touch do not spill (QLIN_INT's integer digits, the L2 prefetch, QLIN_MT, the
+/// tensor-core kernels' double buffering and two-part x split).
+#[test]
+fn linear_switches_compile() {
+    let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
+        return;
+    };
+    let sets: [&[(&str, &str)]; 4] = [
+        &[("QLIN_INT", "1")],
+        &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
+        &[("QLIN_M1_PREFETCH", "16"), ("QLIN_M1_WARPS", "16")],
+        &[("QTC_DB", "1"), ("QTC_XSPLIT", "2"), ("QTC_UNROLL", "2")],
+    ];
+    for set in sets {
+        let mut opts = options(&dir);
+        for (k, v) in set {
+            opts.defines.insert(k.to_string(), v.to_string());
+        }
+        for name in ["linear.cu", "linear_tc.cu"] {
+            let k = KERNELS.iter().find(|k| k.name == name).expect(name);
+            let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
+                .unwrap_or_else(|e| panic!("{name} with {set:?}: {e}"));
+            let report = parse_ptxas_report(&c.log);
+            assert!(!report.is_empty(), "{name}: no ptxas report");
+            // The repacked and tensor-core entries are what the switches touch (linear_q6_k spills
+            // 4 bytes with the defaults too).
+            let touched = |f: &str| f.contains("_r") || f.starts_with("linear_tc");
+            for r in report.iter().filter(|r| touched(&r.function)) {
+                assert_eq!(
+                    (r.spill_stores, r.spill_loads),
+                    (0, 0),
+                    "{name} {} spills with {set:?}",
+                    r.function
+                );
+            }
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 20] = [
+pub const KERNEL_DEFINES: [&str; 21] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -21,6 +21,7 @@ pub const KERNEL_DEFINES: [&str; 20] = [
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
+    "QLIN_INT",
     "QLIN_MT",
     "QLIN_MT_TOKENS",
     "QLIN_MT_ROWS",
@@ -69,7 +70,7 @@ pub struct Config {
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
     /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
+    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_INT, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
     /// QTC_XSPLIT, QTC_UNROLL, QTC_DB), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
@@ -496,9 +497,12 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // QLIN_FACTOR, QLIN_INT, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
-            let switch = matches!(k.as_str(), "QLIN_FACTOR" | "QLIN_MT" | "QTC" | "QTC_DB");
+            let switch = matches!(
+                k.as_str(),
+                "QLIN_FACTOR" | "QLIN_INT" | "QLIN_MT" | "QTC" | "QTC_DB"
+            );
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}

@@ -404,14 +404,21 @@ impl CudaDevice {
         // matrix whose x would not fit the one-token kernel's shared memory on this device
         // (ceil(k / 1024) chunks of 4,224 bytes) takes the tiled kernel instead, which computes
         // each row identically.
-        let m1_smem = k.div_ceil(1024) * (4096 + 128);
+        // Shared memory per staged 1,024-element chunk of one token: f32 x (4 KiB) and its unit
+        // sums, or with QLIN_INT = 1 three int8 digits per element and a 16-byte header per unit.
+        let chunk_bytes = if self.define("QLIN_INT", 0) == 1 {
+            3584
+        } else {
+            4096 + 128
+        };
+        let m1_smem = k.div_ceil(1024) * chunk_bytes;
         let one_token = m == 1 && (w.aux.is_none() || m1_smem <= self.info().max_smem_optin);
         // M > 1 with QLIN_MT = 1: the multi-token kernel with the one-token kernel's per-lane walk
         // (kernels/linear.cu linear_qr_mt_impl; off by default until measured on a device). The
         // split canary keeps the tiled kernel, which implements it.
         const MT_PHASE: usize = 2048;
         let mt_tokens = self.define("QLIN_MT_TOKENS", 8).max(1) as usize;
-        let mt_smem = mt_tokens * (MT_PHASE * 4 + MT_PHASE / 8);
+        let mt_smem = mt_tokens * (MT_PHASE / 1024) * chunk_bytes;
         let multi = m > 1
             && w.aux.is_some()
             && !split_canary
@@ -458,7 +465,7 @@ impl CudaDevice {
                 // chunk of x (4 KiB) and its 32 unit sums at a time.
                 let tokens = self.define("LIN_TOKENS", 8).min(8);
                 cfg.grid_dim.1 = (m as u32).div_ceil(tokens);
-                cfg.shared_mem_bytes = tokens * (4096 + 128);
+                cfg.shared_mem_bytes = tokens * chunk_bytes as u32;
             }
         }
         let f = self.function("linear.cu", &func)?;

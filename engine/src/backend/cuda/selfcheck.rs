@@ -360,8 +360,8 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         // fused matrix against them.
         // The tensor-core layout (QTC = 1) rounds its own way too.
         let repacked = wr.layout != WeightLayout::Raw;
-        let factor =
-            wr.layout == WeightLayout::Tc || (repacked && dev.define("QLIN_FACTOR", 1) != 0);
+        let factor = wr.layout == WeightLayout::Tc
+            || (repacked && (dev.define("QLIN_FACTOR", 1) != 0 || dev.define("QLIN_INT", 0) == 1));
         let tag = match wr.layout {
             WeightLayout::Raw => "",
             WeightLayout::Lanes => "_r",
