@@ -191,7 +191,7 @@ fn linear_switches_compile() {
         for (k, v) in set {
             opts.defines.insert(k.to_string(), v.to_string());
         }
-        for name in ["linear.cu", "linear_tc.cu"] {
+        for name in ["linear.cu", "linear_tc.cu", "linear_int.cu"] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);
             let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
                 .unwrap_or_else(|e| panic!("{name} with {set:?}: {e}"));
@@ -199,7 +199,9 @@ fn linear_switches_compile() {
             assert!(!report.is_empty(), "{name}: no ptxas report");
             // The repacked and tensor-core entries are what the switches touch (linear_q6_k spills
             // 4 bytes with the defaults too).
-            let touched = |f: &str| f.contains("_r") || f.starts_with("linear_tc");
+            let touched = |f: &str| {
+                f.contains("_r") || f.starts_with("linear_tc") || f.starts_with("linear_imma")
+            };
             for r in report.iter().filter(|r| touched(&r.function)) {
                 assert_eq!(
                     (r.spill_stores, r.spill_loads),

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 21] = [
+pub const KERNEL_DEFINES: [&str; 23] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -22,6 +22,8 @@ pub const KERNEL_DEFINES: [&str; 21] = [
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
     "QLIN_INT",
+    "QLIN_IMMA",
+    "QIMMA_TILES",
     "QLIN_MT",
     "QLIN_MT_TOKENS",
     "QLIN_MT_ROWS",
@@ -70,7 +72,7 @@ pub struct Config {
     pub device_defaults: String,
     /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
     /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_INT, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
+    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_INT, QLIN_IMMA, QIMMA_TILES, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
     /// QTC_XSPLIT, QTC_UNROLL, QTC_DB), as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
@@ -497,11 +499,11 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
-                "QLIN_FACTOR" | "QLIN_INT" | "QLIN_MT" | "QTC" | "QTC_DB"
+                "QLIN_FACTOR" | "QLIN_INT" | "QLIN_IMMA" | "QLIN_MT" | "QTC" | "QTC_DB"
             );
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}

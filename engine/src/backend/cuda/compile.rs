@@ -41,6 +41,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear.cu"),
     },
     KernelSource {
+        name: "linear_int.cu",
+        src: include_str!("../../../../kernels/linear_int.cu"),
+    },
+    KernelSource {
         name: "linear_tc.cu",
         src: include_str!("../../../../kernels/linear_tc.cu"),
     },

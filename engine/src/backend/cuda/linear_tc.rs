@@ -1,5 +1,6 @@
-//! The tensor-core linear kernels (`kernels/linear_tc.cu`): the weight layout they read and their
-//! launch. One mma.sync m16n8k16 walk computes every row for every token count M (decode,
+//! The tensor-core linear kernels: `kernels/linear_tc.cu` (BF16/Q8_0, QTC = 1; the weight
+//! layout they read and their launch) and the launch of `kernels/linear_int.cu` (Q8_0/Q4_K with
+//! QLIN_INT = 1, M > 1). One mma.sync m16n8k16 walk computes every row for every token count M (decode,
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
@@ -109,11 +110,66 @@ impl CudaDevice {
             block_dim: (32 * split, 1, 1),
             shared_mem_bytes: split * wt * nt * 512,
         };
-        let f = self.function("linear_tc.cu", &func)?;
+        self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
+    }
+
+    /// `y = x W^T (+ bias)` for M > 1 on the integer tensor-core kernels
+    /// (`kernels/linear_int.cu`, QLIN_INT = 1): a repacked ([`WeightLayout::Lanes`]) Q8_0 or Q4_K
+    /// matrix, x staged as the same integer digits as the lane kernels, so every row has the bits
+    /// the one-token kernel gives it. Blocks: up to 8 or 16 tokens (`_n1`, `_n2`) by QIMMA_TILES
+    /// tiles of 16 rows, 8 warps. Errors: another format, a launch failure.
+    pub(super) fn linear_imma(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+    ) -> Result<()> {
+        let nt: u32 = if m <= 8 { 1 } else { 2 };
+        let func = match w.dtype {
+            DType::Q8_0 => format!("linear_imma_q8_0_n{nt}"),
+            DType::Q4_K => format!("linear_imma_q4_k_n{nt}"),
+            d => {
+                return Err(Error::Unsupported(format!(
+                    "integer tensor-core {}",
+                    d.name()
+                )))
+            }
+        };
+        let wt = self.define("QIMMA_TILES", 1).max(1);
+        let tiles = (w.rows as u32).div_ceil(TC_TILE_ROWS as u32);
+        // Staged digits of 8·NT tokens (3,584 bytes per token and chunk), later the 32 class
+        // partials of every output element.
+        let smem = (8 * nt * 3584).max(32 * wt * nt * 512);
+        let cfg = LaunchConfig {
+            grid_dim: ((m as u32).div_ceil(8 * nt), tiles.div_ceil(wt), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        self.launch_linear("linear_int.cu", &func, cfg, x, w, ys, rows, m, false)
+    }
+
+    /// Launches a linear entry with the shared signature (x, q, s, bias, LIN_OUT_PARAMS,
+    /// split_canary), opting in to more than 48 KiB of shared memory when `cfg` asks for it.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_linear(
+        &self,
+        file: &str,
+        func: &str,
+        cfg: LaunchConfig,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        let f = self.function(file, func)?;
         if cfg.shared_mem_bytes > 48 << 10 {
-            self.grant_smem(&func, &f, cfg.shared_mem_bytes)?;
+            self.grant_smem(func, &f, cfg.shared_mem_bytes)?;
         }
-        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(w.cols, "k")?, i32_of(w.rows, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
         let canary = i32::from(split_canary);
@@ -138,8 +194,8 @@ impl CudaDevice {
             };
         }
         b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&canary);
-        // SAFETY: the arguments match LINEAR_TC's entry (x, q, s, bias, LIN_OUT_PARAMS,
-        // split_canary); shapes checked by linear_split and at upload.
+        // SAFETY: the arguments match the LINEAR_TC / LINEAR_IMMA entries (x, q, s, bias,
+        // LIN_OUT_PARAMS, split_canary); shapes checked by linear_split and at upload.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }

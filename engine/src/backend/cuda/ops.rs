@@ -400,6 +400,14 @@ impl CudaDevice {
         if w.layout == WeightLayout::Tc {
             return self.linear_tc(x, w, ys, &rows, m, split_canary);
         }
+        if m > 1
+            && w.layout == WeightLayout::Lanes
+            && !split_canary
+            && self.define("QLIN_INT", 0) == 1
+            && self.define("QLIN_IMMA", 1) == 1
+        {
+            return self.linear_imma(x, w, ys, &rows, m);
+        }
         // M = 1 (decode) takes the one-token kernel: same per-output operations. A repacked
         // matrix whose x would not fit the one-token kernel's shared memory on this device
         // (ceil(k / 1024) chunks of 4,224 bytes) takes the tiled kernel instead, which computes
