@@ -8,6 +8,7 @@ mod defaults;
 mod gate;
 mod probe;
 mod pull;
+mod quantize;
 mod run;
 mod serve;
 mod synth;
@@ -57,6 +58,9 @@ enum Command {
     /// Write a random-weight checkpoint at a real model's shape (GGUF or an HF safetensors
     /// directory, with tokenizer and config), deterministic by seed; --list shows the shapes.
     Synth(synth::SynthArgs),
+    /// Re-quantize a GGUF model's matrices to Q8_0 (a format with the fast batched kernels on
+    /// the GPU), copying norms, biases and metadata.
+    Quantize(quantize::QuantizeArgs),
     /// Regenerate the performance boards from research/tune-data/*.jsonl: the tables between the
     /// markers of docs/PERFORMANCE.md and the README, and PNG charts in boards/ (needs the `boards`
     /// feature: cargo run --release -p memra --features boards -- boards).
@@ -107,6 +111,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(a) => bench::run(a, &cfg),
             Command::Tune(a) => tune::run(a, &cfg),
             Command::Synth(a) => synth::run(a, &cfg),
+            Command::Quantize(a) => quantize::run(a),
             Command::Boards(a) => boards::run(a),
         }
     });

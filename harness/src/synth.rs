@@ -24,6 +24,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+#[cfg(test)]
+pub use shapes::find as find_shape;
 pub use shapes::{Shape, SHAPES};
 
 /// Arguments of `memra synth`.

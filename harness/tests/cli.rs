@@ -112,3 +112,28 @@ fn probe_kernel_bench_arguments_are_checked() {
     let out = ok(memra(&["probe", "--help"]));
     assert!(stdout(&out).contains("--kernel-tokens"), "{}", stdout(&out));
 }
+
+/// `memra quantize` names a missing or malformed input and writes nothing.
+#[test]
+fn quantize_names_a_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("q8.gguf");
+    let missing = tmp.path().join("missing.gguf");
+    let e = failed(memra(&[
+        "quantize",
+        missing.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("missing.gguf"), "{e}");
+    let junk = tmp.path().join("junk.gguf");
+    std::fs::write(&junk, b"not a gguf file at all").unwrap();
+    let e = failed(memra(&[
+        "quantize",
+        junk.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("junk.gguf") && e.contains("GGUF"), "{e}");
+    assert!(!out.exists());
+    let e = failed(memra(&["quantize", "a.gguf", "b.gguf", "--to", "q4_0"]));
+    assert!(e.contains("invalid value 'q4_0'"), "{e}");
+}

@@ -178,3 +178,58 @@ fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     }
     (sc, mn)
 }
+
+/// Quantizes `src` (f32, a multiple of 32 elements) to GGUF Q8_0 blocks in `dst`
+/// (`src.len() / 32 * 34` bytes): per 32 elements, `d = max|x| / 127` stored as f16, then
+/// `q = round(x / d)` as i8 (half away from zero; 0 when the block is all zeros). The reference
+/// algorithm of ggml's `quantize_row_q8_0_ref` (it rounds with the f32 `d` and stores an f16 one),
+/// so a value comes back within `d / 2 + 127·|d − f16(d)|`, under 0.57·d. Panics on lengths that do not match, as [`dequantize_row`] does.
+pub fn quantize_row_q8_0(src: &[f32], dst: &mut [u8]) {
+    assert!(src.len().is_multiple_of(32) && dst.len() == src.len() / 32 * 34);
+    for (x, b) in src.chunks_exact(32).zip(dst.chunks_exact_mut(34)) {
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        for (q, v) in b[2..].iter_mut().zip(x) {
+            *q = ((v * id).round() as i32).clamp(-127, 127) as i8 as u8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Q8_0 round trip: every value within d/2 of itself (d as stored), zeros exact, the block's
+    /// largest value exactly ±127·d.
+    #[test]
+    fn q8_0_quantize_round_trips_within_half_a_step() {
+        let mut src: Vec<f32> = (0..96)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
+        src[32..64].fill(0.0);
+        let mut q = vec![0u8; 3 * 34];
+        quantize_row_q8_0(&src, &mut q);
+        let mut back = vec![0f32; 96];
+        dequantize_row(DType::Q8_0, &q, &mut back);
+        for (blk, (s, b)) in src.chunks(32).zip(back.chunks(32)).enumerate() {
+            let d = f16::from_le_bytes([q[blk * 34], q[blk * 34 + 1]]).to_f32();
+            for (x, y) in s.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= d * (0.5 + 127.0 / 2048.0),
+                    "block {blk}: {x} -> {y} (d {d})"
+                );
+            }
+            let amax = s.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            assert!(
+                q[blk * 34 + 2..blk * 34 + 34]
+                    .iter()
+                    .any(|&v| (v as i8).abs() == 127)
+                    || amax == 0.0
+            );
+        }
+        assert!(back[32..64].iter().all(|&v| v == 0.0));
+        assert_eq!(&q[34..36], &[0, 0]);
+    }
+}
