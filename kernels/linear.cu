@@ -465,7 +465,16 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #ifndef QLIN_M1_PREFETCH
 #define QLIN_M1_PREFETCH 0
 #endif
-template <int ROWS, int F>
+// Matrices with K >= QLIN_M1_BIGK take the `_m1w` entry: QLIN_M1_WARPS_BIGK warps per block and
+// QLIN_M1_PREFETCH_BIGK units of prefetch (a long x to stage favours bigger blocks). Speed only:
+// a row's lanes, units and order are the same in both entries.
+#ifndef QLIN_M1_WARPS_BIGK
+#define QLIN_M1_WARPS_BIGK QLIN_M1_WARPS
+#endif
+#ifndef QLIN_M1_PREFETCH_BIGK
+#define QLIN_M1_PREFETCH_BIGK QLIN_M1_PREFETCH
+#endif
+template <int ROWS, int F, int WARPS, int PREFETCH>
 __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                   const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
                                                   int K, int R) {
@@ -474,12 +483,12 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
     float* usum = reinterpret_cast<float*>(xs + nch * (XCHUNK / 4));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nu = K / 32;
-    if (QLIN_M1_PREFETCH > 0) {
+    if (PREFETCH > 0) {
         // Start the first row group's weights on their way to L2 before the staging of x (a hint:
         // no registers, no effect on any value).
-        const int r0 = (blockIdx.x * QLIN_M1_WARPS + warp) * ROWS;
+        const int r0 = (blockIdx.x * WARPS + warp) * ROWS;
         for (int i = 0; i < ROWS && r0 + i < R; ++i)
-            for (int c = 0, u = lane; c < QLIN_M1_PREFETCH && u < nu; ++c, u += 32) {
+            for (int c = 0, u = lane; c < PREFETCH && u < nu; ++c, u += 32) {
                 const u8* p = F == FMT_Q8_0 ? q + (size_t)(r0 + i) * K + 32 * u : q + (size_t)(r0 + i) * (K / 2) + 16 * u;
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
             }
@@ -499,9 +508,9 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         }
     }
     __syncthreads();
-    const int groups = (R + QLIN_M1_WARPS * ROWS - 1) / (QLIN_M1_WARPS * ROWS);
+    const int groups = (R + WARPS * ROWS - 1) / (WARPS * ROWS);
     for (int gi = blockIdx.x; gi < groups; gi += gridDim.x) {
-        const int r0 = (gi * QLIN_M1_WARPS + warp) * ROWS;
+        const int r0 = (gi * WARPS + warp) * ROWS;
         const int nr = min(ROWS, R - r0);
         if (nr <= 0) continue;
         float acc[ROWS];
@@ -662,7 +671,14 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
     extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
         name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
                   int split_canary) {                                                              \
-        linear_qr_m1_impl<LIN_ROWS_M1, F>(x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R); \
+        linear_qr_m1_impl<LIN_ROWS_M1, F, QLIN_M1_WARPS, QLIN_M1_PREFETCH>(                        \
+            x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R);                           \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS_BIGK)                           \
+        name##_m1w(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,     \
+                   int split_canary) {                                                             \
+        linear_qr_m1_impl<LIN_ROWS_M1, F, QLIN_M1_WARPS_BIGK, QLIN_M1_PREFETCH_BIGK>(              \
+            x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R);                           \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
         name##_mt(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \

@@ -183,7 +183,11 @@ fn linear_switches_compile() {
     let sets: [&[(&str, &str)]; 4] = [
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
-        &[("QLIN_M1_PREFETCH", "16"), ("QLIN_M1_WARPS", "16")],
+        &[
+            ("QLIN_M1_PREFETCH", "16"),
+            ("QLIN_M1_WARPS_BIGK", "16"),
+            ("QLIN_M1_PREFETCH_BIGK", "4"),
+        ],
         &[("QTC_DB", "1"), ("QTC_XSPLIT", "2"), ("QTC_UNROLL", "2")],
     ];
     for set in sets {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 23] = [
+pub const KERNEL_DEFINES: [&str; 26] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -21,6 +21,9 @@ pub const KERNEL_DEFINES: [&str; 23] = [
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
+    "QLIN_M1_BIGK",
+    "QLIN_M1_WARPS_BIGK",
+    "QLIN_M1_PREFETCH_BIGK",
     "QLIN_INT",
     "QLIN_IMMA",
     "QIMMA_TILES",
@@ -70,10 +73,7 @@ pub struct Config {
     /// Tuned per-device defaults: "auto" (the file in boards/defaults/ for this device, embedded
     /// in the binary), "none", or a path to such a file.
     pub device_defaults: String,
-    /// CUDA kernel compile-time constants (`[kernel_defines]`: LIN_WARPS, LIN_TOKENS, LIN_ROWS,
-    /// LIN_ROWS_M1, ATTN_SPLIT, NORM_THREADS, QLIN_FACTOR, QLIN_M1_BLOCKS, QLIN_M1_WARPS,
-    /// QLIN_M1_UNROLL, QLIN_M1_PREFETCH, QLIN_INT, QLIN_IMMA, QIMMA_TILES, QLIN_MT, QLIN_MT_TOKENS, QLIN_MT_ROWS, QTC, QTC_SPLIT, QTC_WT,
-    /// QTC_XSPLIT, QTC_UNROLL, QTC_DB), as
+    /// CUDA kernel compile-time constants (`[kernel_defines]`, any of [`KERNEL_DEFINES`]) as
     /// `-D` defines; unset ones come from the device defaults or the kernels.
     pub kernel_defines: BTreeMap<String, String>,
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
@@ -508,7 +508,7 @@ impl ConfigArgs {
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
-                Ok(n) if k == "QLIN_M1_PREFETCH" && n <= 65536 => {}
+                Ok(n) if k.starts_with("QLIN_M1_PREFETCH") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }

@@ -432,7 +432,12 @@ impl CudaDevice {
             && !split_canary
             && self.define("QLIN_MT", 0) == 1
             && mt_smem <= self.info().max_smem_optin;
-        let m1 = if one_token {
+        // K >= QLIN_M1_BIGK (default: never) takes the `_m1w` entry, with its own warps and
+        // prefetch (speed only: the same per-row arithmetic).
+        let wide = one_token && w.aux.is_some() && k as u32 >= self.define("QLIN_M1_BIGK", 1 << 30);
+        let m1 = if wide {
+            "_m1w"
+        } else if one_token {
             "_m1"
         } else if multi {
             "_mt"
@@ -451,7 +456,11 @@ impl CudaDevice {
                 // One-token kernel: every block stages all of x (ceil(k / 1024) swizzled chunks of
                 // 4 KiB and their unit sums) once, then walks row groups of QLIN_M1_WARPS warps;
                 // QLIN_M1_BLOCKS blocks per SM at most.
-                let warps = self.define("QLIN_M1_WARPS", 8);
+                let warps = if wide {
+                    self.define("QLIN_M1_WARPS_BIGK", self.define("QLIN_M1_WARPS", 8))
+                } else {
+                    self.define("QLIN_M1_WARPS", 8)
+                };
                 let rows = self.define("LIN_ROWS_M1", 1);
                 let groups = (r as u32).div_ceil(warps * rows);
                 let per_sm = self.define("QLIN_M1_BLOCKS", 8);
