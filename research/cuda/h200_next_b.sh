@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared in the sixth session (not yet run): speculative decoding on the GPU with a real model.
-# SmolLM2-135M-Instruct's Q4_1 file (98 MB, research/../MODELS.md) travels in two parts in two
+# SmolLM2-135M-Instruct's Q4_1 file (98 MB, ../shared/MODELS.md) travels in two parts in two
 # calls made within the warm window: call 1 carries target/parts/smol.00 and copies it to /tmp;
 # call 2 carries smol.01, joins, checks the sha256, re-quantizes to Q8_0 with `memra quantize`
 # and runs `bench spec` (n-gram, K = 4 and 8, the three prompt classes) with the tensor-core
