@@ -4,11 +4,11 @@
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
-use super::ops::{check, i32_of, DevMatrix, WeightLayout};
-use super::{drv, CudaDevice};
+use super::ops::{check, DevMatrix, WeightLayout};
+use super::CudaDevice;
 use crate::error::{Error, Result};
 use crate::quant::DType;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
@@ -148,56 +148,6 @@ impl CudaDevice {
             shared_mem_bytes: smem,
         };
         self.launch_linear("linear_int.cu", &func, cfg, x, w, ys, rows, m, false)
-    }
-
-    /// Launches a linear entry with the shared signature (x, q, s, bias, LIN_OUT_PARAMS,
-    /// split_canary), opting in to more than 48 KiB of shared memory when `cfg` asks for it.
-    #[allow(clippy::too_many_arguments)]
-    fn launch_linear(
-        &self,
-        file: &str,
-        func: &str,
-        cfg: LaunchConfig,
-        x: &CudaSlice<f32>,
-        w: &DevMatrix,
-        ys: &mut [&mut CudaSlice<f32>],
-        rows: &[usize],
-        m: usize,
-        split_canary: bool,
-    ) -> Result<()> {
-        let f = self.function(file, func)?;
-        if cfg.shared_mem_bytes > 48 << 10 {
-            self.grant_smem(func, &f, cfg.shared_mem_bytes)?;
-        }
-        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(w.cols, "k")?, i32_of(w.rows, "r")?);
-        let r0 = i32_of(rows[0], "r0")?;
-        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
-        let canary = i32::from(split_canary);
-        let null = 0u64;
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(x).arg(&w.data);
-        match &w.aux {
-            Some(aux) => b.arg(aux),
-            None => b.arg(&null),
-        };
-        match &w.bias {
-            Some(bias) => b.arg(bias),
-            None => b.arg(&null),
-        };
-        let mut outs = ys.iter_mut();
-        let y0 = outs.next().expect("checked: 1..=3 outputs");
-        b.arg(&mut **y0);
-        for y in [outs.next(), outs.next()] {
-            match y {
-                Some(y) => b.arg(&mut **y),
-                None => b.arg(&null),
-            };
-        }
-        b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&canary);
-        // SAFETY: the arguments match the LINEAR_TC / LINEAR_IMMA entries (x, q, s, bias,
-        // LIN_OUT_PARAMS, split_canary); shapes checked by linear_split and at upload.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
-        Ok(())
     }
 }
 

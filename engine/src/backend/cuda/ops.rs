@@ -485,21 +485,48 @@ impl CudaDevice {
                 cfg.shared_mem_bytes = tokens * chunk_bytes as u32;
             }
         }
-        let f = self.function("linear.cu", &func)?;
+        self.launch_linear("linear.cu", &func, cfg, x, w, ys, &rows, m, split_canary)
+    }
+
+    /// Launches a linear entry of any kernel file: (x, weights, headers, bias, LIN_OUT_PARAMS,
+    /// split_canary), where a raw-layout matrix passes no header array and its row length in bytes
+    /// before `split_canary`, and a repacked one passes its headers (null when it has none).
+    /// Above 48 KiB of shared memory the function is granted the opt-in (K > 11,264 at m = 1, e.g.
+    /// an 8B down projection). Errors: a shape past i32, a launch failure.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_linear(
+        &self,
+        file: &str,
+        func: &str,
+        cfg: LaunchConfig,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        let f = self.function(file, func)?;
         if cfg.shared_mem_bytes > 48 << 10 {
-            // Above 48 KiB a kernel must opt in (K > 11,264 at m = 1, e.g. an 8B down projection).
-            self.grant_smem(&func, &f, cfg.shared_mem_bytes)?;
+            self.grant_smem(func, &f, cfg.shared_mem_bytes)?;
         }
-        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(w.cols, "k")?, i32_of(w.rows, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let raw = w.layout == WeightLayout::Raw;
         let row_bytes = w.row_bytes() as i64;
         let canary = i32::from(split_canary);
         let null = 0u64;
         let mut b = self.stream().launch_builder(&f);
         b.arg(x).arg(&w.data);
-        if let Some(aux) = &w.aux {
-            b.arg(aux);
+        match (&w.aux, raw) {
+            (_, true) => {}
+            (Some(aux), false) => {
+                b.arg(aux);
+            }
+            (None, false) => {
+                b.arg(&null);
+            }
         }
         match &w.bias {
             Some(bias) => b.arg(bias),
@@ -515,12 +542,13 @@ impl CudaDevice {
             };
         }
         b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
-        if w.aux.is_none() {
+        if raw {
             b.arg(&row_bytes);
         }
         b.arg(&canary);
-        // SAFETY: the argument list matches the kernel's (LIN_OUT_PARAMS; `row_bytes` only in the
-        // raw-layout kernels); shapes checked above and at DevMatrix construction.
+        // SAFETY: the argument list matches the entry's: LINEAR / LINEAR_HALF (raw layout, with
+        // `row_bytes`), LINEAR_R, LINEAR_TC and LINEAR_IMMA (headers or null); shapes checked by
+        // linear_split and at DevMatrix construction.
         unsafe { b.launch(cfg) }.map_err(drv)?;
         Ok(())
     }
