@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 4] = [
+    let sets: [&[(&str, &str)]; 5] = [
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
         &[
@@ -189,6 +189,7 @@ fn linear_switches_compile() {
             ("QLIN_M1_PREFETCH_BIGK", "4"),
         ],
         &[("QTC_DB", "1"), ("QTC_XSPLIT", "2"), ("QTC_UNROLL", "2")],
+        &[("QTC_WT", "4"), ("QTC_UNROLL", "2")],
     ];
     for set in sets {
         let mut opts = options(&dir);

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Prepared in the sixth session (not yet run): target 5 (bs=1 decode at an 8k depth against the
 # 128-token figure, Q8_0 and BF16, defaults) and the tensor-core kernels' M = 1 cost by knobs that
-# change no result's M-independence: more row tiles per warp (the x split shared by 4 tiles)
-# and more K slices per block (QTC_SPLIT changes the bits, the same for every M).
+# change no result: more row tiles per warp (the x split shared by 4 tiles; with QTC_UNROLL=2,
+# since 4 tiles at unroll 4 spill), and a two-part x split (its own bits, the same for every M).
 # Usage: h200_next_c.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -17,6 +17,6 @@ for d in q8_0 bf16; do
 done
 step "kbench QTC knobs"
 $B probe --bench-kernels --kernel-tokens 1,8,32 --kernel-dtypes bf16,q8_0 \
-  --variants "QTC=1;QTC=1,QTC_WT=4;QTC=1,QTC_WT=4,QTC_SPLIT=16;QTC=1,QTC_WT=4,QTC_XSPLIT=2" > "$O/kbench-qtc.txt" 2>&1
+  --variants "QTC=1;QTC=1,QTC_UNROLL=2;QTC=1,QTC_WT=4,QTC_UNROLL=2;QTC=1,QTC_WT=4,QTC_UNROLL=2,QTC_XSPLIT=2" > "$O/kbench-qtc.txt" 2>&1
 grep -E "defines|(BF16|Q8_0).*(gate\+up|down|q/o) " "$O/kbench-qtc.txt" | tee -a "$L"
 step done
