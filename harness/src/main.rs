@@ -111,7 +111,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(a) => bench::run(a, &cfg),
             Command::Tune(a) => tune::run(a, &cfg),
             Command::Synth(a) => synth::run(a, &cfg),
-            Command::Quantize(a) => quantize::run(a),
+            Command::Quantize(a) => quantize::run(a, &cfg),
             Command::Boards(a) => boards::run(a),
         }
     });

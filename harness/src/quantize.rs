@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 /// Arguments of `memra quantize`.
 #[derive(Debug, clap::Args)]
 pub struct QuantizeArgs {
-    /// The GGUF model to read.
-    pub input: PathBuf,
+    /// The GGUF model to read: a path, or anything `memra pull` accepts (a catalog name,
+    /// hf:owner/repo[@revision][:file], synth:SHAPE:DTYPE[:SEED]).
+    pub input: String,
     /// Where to write the re-quantized GGUF (refused if it exists, unless --force).
     pub output: PathBuf,
     /// Target format of the matrices.
@@ -42,14 +43,21 @@ pub struct Converted {
 
 /// Runs `memra quantize`. Errors: an unreadable or malformed input (naming the file and the
 /// field), an existing output without --force, I/O.
-pub fn run(args: &QuantizeArgs) -> Result<()> {
+pub fn run(args: &QuantizeArgs, cfg: &crate::config::Config) -> Result<()> {
     if args.output.exists() && !args.force {
         bail!(
             "{} exists (pass --force to overwrite it)",
             args.output.display()
         );
     }
-    let c = quantize_file(&args.input, &args.output)?;
+    let input = crate::pull::resolve(&args.input, cfg)?;
+    if input.is_dir() {
+        bail!(
+            "{} is a safetensors directory: memra quantize reads GGUF files",
+            input.display()
+        );
+    }
+    let c = quantize_file(&input, &args.output)?;
     println!(
         "{}: {} tensors re-quantized to Q8_0, {} copied, {:.1} MiB",
         args.output.display(),
@@ -191,12 +199,15 @@ mod tests {
             l.model.config.vocab_size
         });
         // An existing output is refused without --force.
-        let e = run(&QuantizeArgs {
-            input: src_path.clone(),
-            output: out_path.clone(),
-            to: "q8_0".into(),
-            force: false,
-        })
+        let e = run(
+            &QuantizeArgs {
+                input: src_path.to_string_lossy().into(),
+                output: out_path.clone(),
+                to: "q8_0".into(),
+                force: false,
+            },
+            &crate::config::Config::default(),
+        )
         .unwrap_err();
         assert!(format!("{e:#}").contains("--force"), "{e:#}");
     }
