@@ -5,7 +5,7 @@
 # call 2 carries smol.01, joins, checks the sha256, re-quantizes to Q8_0 with `memra quantize`
 # and runs `bench spec` (n-gram, K = 4 and 8, the three prompt classes) with the tensor-core
 # kernels (QTC=1) and with QLIN_INT=1, then plain bs=1 decode for both.
-# Split here: split -b 49000000 -d -a 2 SmolLM2-135M-Instruct.Q4_1.gguf target/parts/smol.
+# Split here: split -b 49200000 -d -a 2 SmolLM2-135M-Instruct.Q4_1.gguf target/parts/smol.
 # Usage (call 2): h200_next_b.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
