@@ -307,7 +307,8 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     }
     const int E = (int)((__float_as_uint(m) >> 23) & 0xffu) - 127;
     const bool zero = E < -121;  // also m == 0
-    // x·2^(5−E) (exact), and s = 2^(E−5).
+    // x·2^(5−E) (exact unless a small element's product is subnormal, which happens the same way
+    // in every kernel), and s = 2^(E−5).
     const float up = zero ? 0.0f : __uint_as_float((u32)(127 + 5 - E) << 23);
     const float sc = bad ? __int_as_float(0x7fffffff) : (zero ? 0.0f : __uint_as_float((u32)(127 + E - 5) << 23));
     u32 word[3] = {0u, 0u, 0u};

@@ -367,7 +367,8 @@ __device__ __forceinline__ float qr_unit_int(const uint4 wa, const uint4 wb, con
 // The repacked quantized linear for M tokens (prefill, verify, batched decode): FMT_Q8_0 or
 // FMT_Q4_K. Each pass of the loop covers one chunk (lane l: unit c0/32 + l); the pass's weights
 // are loaded into registers first, so their trip to memory overlaps the staging of x. Dynamic
-// shared memory: TOK * (XCHUNK * 4 + 32 * 4) bytes. Grid and block as linear_impl; every warp
+// shared memory: TOK * (XCHUNK * 4 + 32 * 4) bytes (QLIN_INT = 1: TOK * 3,584, the digits).
+// Grid and block as linear_impl; every warp
 // stays to the end (the block synchronizes per pass), warps past R only help stage.
 template <int TOK, int ROWS, int F>
 __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, const u8* __restrict__ q,
@@ -421,7 +422,7 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #pragma unroll
             for (int t = 0; t < TOK; ++t) {
                 if (t >= mt) continue;
-                const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * 32 + lane] : 0.0f;
+                const float xsum = (!QLIN_INT && QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * 32 + lane] : 0.0f;
                 const float base = second ? acc2[i][t] : acc[i][t];
                 const float v = QLIN_INT ? qr_unit_int<F>(wa[i], wb[i], dq[i], u, lane, xs + t * XI_CHUNK_F4, base)
                                          : qr_unit<F>(wa[i], wb[i], dq[i], u, lane, xs + t * (XCHUNK / 4), xsum, base);
@@ -449,7 +450,8 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 // further barrier, so the staging is paid once per block rather than once per row group and the
 // weight loads of consecutive units stay in flight. Per row the lanes, units and operations are
 // linear_qr_impl's, so decode rows are bit-identical to prefill rows. Dynamic shared memory:
-// ceil(K / 1024) * (4096 + 128) bytes. Grid: (any number of blocks); block: (32 * QLIN_M1_WARPS):
+// ceil(K / 1024) * (4096 + 128) bytes (QLIN_INT = 1: ceil(K / 1024) * 3,584). Grid: (any number
+// of blocks); block: (32 * QLIN_M1_WARPS):
 // 8 warps by default, so a block keeps enough loads in flight when a large K (57 KiB of x at
 // K = 14,336) leaves room for only a few blocks per SM.
 #ifndef QLIN_M1_WARPS
@@ -519,7 +521,7 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
 #pragma unroll QLIN_M1_UNROLL
         for (int u = lane; u < nu; u += 32) {
             const float4* xt = xs + (u / 32) * (XCHUNK / 4);
-            const float xsum = (QLIN_FACTOR && F == FMT_Q4_K) ? usum[u] : 0.0f;
+            const float xsum = (!QLIN_INT && QLIN_FACTOR && F == FMT_Q4_K) ? usum[u] : 0.0f;
 #pragma unroll
             for (int i = 0; i < ROWS; ++i) {
                 if (i >= nr) continue;
@@ -546,7 +548,8 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
 // made as in the one-token kernel), and each lane runs its units u = l + 32c in increasing c
 // across the phases, loading a unit's weights once for every token. Per row and token the lanes,
 // units and operations are linear_qr_m1_impl's, so rows are bit-identical to decode rows whatever
-// M is. Dynamic shared memory: QLIN_MT_TOKENS * QLIN_MT_PHASE * (4 + 4/32) bytes. Grid:
+// M is. Dynamic shared memory: QLIN_MT_TOKENS * QLIN_MT_PHASE * (4 + 4/32) bytes (QLIN_INT = 1:
+// QLIN_MT_TOKENS * 2 * 3,584). Grid:
 // (ceil(R / (QLIN_M1_WARPS * QLIN_MT_ROWS)), ceil(M / QLIN_MT_TOKENS)); block: 32 * QLIN_M1_WARPS.
 #ifndef QLIN_MT
 #define QLIN_MT 0
@@ -619,7 +622,7 @@ __device__ __forceinline__ void linear_qr_mt_impl(const float* __restrict__ x, c
                 for (int t = 0; t < TOK; ++t) {
                     if (t >= mt) continue;
                     const float xsum =
-                        (QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * (QLIN_MT_PHASE / 32) + c * 32 + lane] : 0.0f;
+                        (!QLIN_INT && QLIN_FACTOR && F == FMT_Q4_K) ? usum[t * (QLIN_MT_PHASE / 32) + c * 32 + lane] : 0.0f;
                     acc[i][t] = QLIN_INT ? qr_unit_int<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,
                                                           xs + (t * NCH + c) * XI_CHUNK_F4, acc[i][t])
                                          : qr_unit<F>(wa[c][i], wb[c][i], dq[c][i], u, lane,

@@ -16,6 +16,9 @@
 
 // float4 slots of one token's 1,024-element chunk of x.
 #define XCHUNK_F4 256
+// Staged chunk stride per token: XI_CHUNK_F4 plus one float4, so that tokens 8n + g of a B
+// fragment load (and the meta loads) fall on different banks (3,584 bytes is a multiple of 128).
+#define XI_TOKEN_F4 (XI_CHUNK_F4 + 1)
 
 // Row tiles of 16 per block (they share the block's staged x).
 #ifndef QIMMA_TILES
@@ -54,7 +57,7 @@ __device__ __forceinline__ void imma_row(const u8* __restrict__ q, const u8* __r
 // x: [M, K] f32; q, h: the lanes layout; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // Grid: (ceil(M / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the blocks
 // of one row tile run together and share its weights in L2; block: 256 (8 warps; warp w owns the
-// classes w, w + 8, w + 16, w + 24). Dynamic shared memory: max(8 NT · 3,584, 32 · QIMMA_TILES ·
+// classes w, w + 8, w + 16, w + 24). Dynamic shared memory: max(8 NT · 3,600, 32 · QIMMA_TILES ·
 // NT · 512) bytes.
 template <int NT, int F>
 __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, const u8* __restrict__ q,
@@ -62,7 +65,7 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
                                                  int M, int K, int R) {
     constexpr int TOK = 8 * NT;
     constexpr int WT = QIMMA_TILES;
-    extern __shared__ float4 xs[];  // [TOK][XI_CHUNK_F4] per chunk; then the class partials
+    extern __shared__ float4 xs[];  // [TOK][XI_TOKEN_F4] per chunk; then the class partials
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int m0 = blockIdx.x * TOK;
@@ -85,7 +88,7 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
             const int e = 32 * c0 + 4 * s;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (tk < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + tk) * K + e));
-            stage_digits(v, s, xs + tk * XI_CHUNK_F4);
+            stage_digits(v, s, xs + tk * XI_TOKEN_F4);
         }
         __syncthreads();
 #pragma unroll
@@ -101,7 +104,7 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
                 if (r + 8 < R) imma_row<F>(q, h, r + 8, u, K, t, wb, db, mb);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
-                    const u8* xt = reinterpret_cast<const u8*>(xs + (8 * n + g) * XI_CHUNK_F4);
+                    const u8* xt = reinterpret_cast<const u8*>(xs + (8 * n + g) * XI_TOKEN_F4);
                     int S[3][4];
 #pragma unroll
                     for (int k = 0; k < 3; ++k) {
@@ -111,7 +114,7 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
                     }
 #pragma unroll
                     for (int c = 0; c < 4; ++c) {
-                        const float4 meta = xs[(8 * n + 2 * t + (c & 1)) * XI_CHUNK_F4 + XI_DIGIT_F4 + uc];
+                        const float4 meta = xs[(8 * n + 2 * t + (c & 1)) * XI_TOKEN_F4 + XI_DIGIT_F4 + uc];
                         const float d = c < 2 ? da : db;
                         float a = __fmaf_rn(__fmul_rn(d, meta.x), digits_combine(S[0][c], S[1][c], S[2][c]),
                                             acc[j][w][n][c]);

@@ -10,6 +10,14 @@ use crate::error::{Error, Result};
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
+/// Shared memory of one token's staged 1,024-element chunk of x as integer digits (QLIN_INT = 1):
+/// `XI_CHUNK_F4` float4 of kernels/common.cuh, 3,584 bytes.
+pub const XI_CHUNK_BYTES: u32 = 224 * 16;
+
+/// The same in kernels/linear_int.cu, padded by one float4 per token (`XI_TOKEN_F4`) so that a
+/// B fragment's eight tokens fall on different shared-memory banks.
+const XI_TOKEN_BYTES: u32 = XI_CHUNK_BYTES + 16;
+
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
 
@@ -139,9 +147,9 @@ impl CudaDevice {
         };
         let wt = self.define("QIMMA_TILES", 1).max(1);
         let tiles = (w.rows as u32).div_ceil(TC_TILE_ROWS as u32);
-        // Staged digits of 8·NT tokens (3,584 bytes per token and chunk), later the 32 class
+        // Staged digits of 8·NT tokens (XI_TOKEN_BYTES per token and chunk), later the 32 class
         // partials of every output element.
-        let smem = (8 * nt * 3584).max(32 * wt * nt * 512);
+        let smem = (8 * nt * XI_TOKEN_BYTES).max(32 * wt * nt * 512);
         let cfg = LaunchConfig {
             grid_dim: ((m as u32).div_ceil(8 * nt), tiles.div_ceil(wt), 1),
             block_dim: (256, 1, 1),

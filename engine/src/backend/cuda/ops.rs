@@ -415,7 +415,7 @@ impl CudaDevice {
         // Shared memory per staged 1,024-element chunk of one token: f32 x (4 KiB) and its unit
         // sums, or with QLIN_INT = 1 three int8 digits per element and a 16-byte header per unit.
         let chunk_bytes = if self.define("QLIN_INT", 0) == 1 {
-            3584
+            super::linear_tc::XI_CHUNK_BYTES as usize
         } else {
             4096 + 128
         };
