@@ -25,6 +25,12 @@
 #define QIMMA_TILES 1
 #endif
 
+// 1: a chunk's weights are loaded before x is staged (more registers; Q4_K at 16 tokens keeps a
+// 128-byte stack frame), 0: after.
+#ifndef QIMMA_EARLY
+#define QIMMA_EARLY 1
+#endif
+
 // d += a * b over one unit: m16n8k32, int8 inputs, int32 accumulation (exact).
 __device__ __forceinline__ void imma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -82,6 +88,25 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
 #pragma unroll
                 for (int c = 0; c < 4; ++c) acc[j][w][n][c] = 0.0f;
     for (int c0 = 0; c0 < nu; c0 += 32) {
+        // This chunk's weights of the warp's 4 units (rows past R and units past K stay zero);
+        // with QIMMA_EARLY they are loaded before the staging, so their trip to memory overlaps it.
+        uint2 wa[4][WT], wb[4][WT];
+        float da[4][WT], db[4][WT], ma[4][WT], mb[4][WT];
+        auto load_weights = [&]() {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int u = c0 + warp + 8 * j;
+#pragma unroll
+                for (int w = 0; w < WT; ++w) {
+                    const int r = 16 * (tile0 + w) + g;
+                    wa[j][w] = wb[j][w] = make_uint2(0, 0);
+                    da[j][w] = db[j][w] = ma[j][w] = mb[j][w] = 0.0f;
+                    if (u < nu && r < R) imma_row<F>(q, h, r, u, K, t, wa[j][w], da[j][w], ma[j][w]);
+                    if (u < nu && r + 8 < R) imma_row<F>(q, h, r + 8, u, K, t, wb[j][w], db[j][w], mb[j][w]);
+                }
+            }
+        };
+        if (QIMMA_EARLY) load_weights();
         __syncthreads();
         for (int idx = threadIdx.x; idx < TOK * (XCHUNK_F4); idx += blockDim.x) {
             const int tk = idx / XCHUNK_F4, s = idx % XCHUNK_F4;
@@ -91,17 +116,13 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
             stage_digits(v, s, xs + tk * XI_TOKEN_F4);
         }
         __syncthreads();
+        if (!QIMMA_EARLY) load_weights();
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int uc = warp + 8 * j, u = c0 + uc;
             if (u >= nu) continue;
 #pragma unroll
             for (int w = 0; w < WT; ++w) {
-                const int r = 16 * (tile0 + w) + g;
-                uint2 wa = make_uint2(0, 0), wb = make_uint2(0, 0);
-                float da = 0.0f, db = 0.0f, ma = 0.0f, mb = 0.0f;
-                if (r < R) imma_row<F>(q, h, r, u, K, t, wa, da, ma);
-                if (r + 8 < R) imma_row<F>(q, h, r + 8, u, K, t, wb, db, mb);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
                     const u8* xt = reinterpret_cast<const u8*>(xs + (8 * n + g) * XI_TOKEN_F4);
@@ -110,16 +131,16 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
                     for (int k = 0; k < 3; ++k) {
                         const uint2 b = *reinterpret_cast<const uint2*>(xt + ((2 * k + (t >> 1)) * 32 + uc) * 16 + 8 * (t & 1));
                         S[k][0] = S[k][1] = S[k][2] = S[k][3] = 0;
-                        imma_s8(S[k], wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+                        imma_s8(S[k], wa[j][w].x, wb[j][w].x, wa[j][w].y, wb[j][w].y, b.x, b.y);
                     }
 #pragma unroll
                     for (int c = 0; c < 4; ++c) {
                         const float4 meta = xs[(8 * n + 2 * t + (c & 1)) * XI_TOKEN_F4 + XI_DIGIT_F4 + uc];
-                        const float d = c < 2 ? da : db;
+                        const float d = c < 2 ? da[j][w] : db[j][w];
                         float a = __fmaf_rn(__fmul_rn(d, meta.x), digits_combine(S[0][c], S[1][c], S[2][c]),
                                             acc[j][w][n][c]);
                         if (F == FMT_Q4_K) {
-                            const float ml = c < 2 ? ma : mb;
+                            const float ml = c < 2 ? ma[j][w] : mb[j][w];
                             const float fx = digits_combine(__float_as_int(meta.y), __float_as_int(meta.z),
                                                             __float_as_int(meta.w));
                             a = __fmaf_rn(-__fmul_rn(ml, meta.x), fx, a);

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 26] = [
+pub const KERNEL_DEFINES: [&str; 27] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -27,6 +27,7 @@ pub const KERNEL_DEFINES: [&str; 26] = [
     "QLIN_INT",
     "QLIN_IMMA",
     "QIMMA_TILES",
+    "QIMMA_EARLY",
     "QLIN_MT",
     "QLIN_MT_TOKENS",
     "QLIN_MT_ROWS",
@@ -499,11 +500,18 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QLIN_MT, QTC and QTC_DB are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_EARLY, QLIN_MT, QTC and QTC_DB are switches
+            // (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
-                "QLIN_FACTOR" | "QLIN_INT" | "QLIN_IMMA" | "QLIN_MT" | "QTC" | "QTC_DB"
+                "QLIN_FACTOR"
+                    | "QLIN_INT"
+                    | "QLIN_IMMA"
+                    | "QIMMA_EARLY"
+                    | "QLIN_MT"
+                    | "QTC"
+                    | "QTC_DB"
             );
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}

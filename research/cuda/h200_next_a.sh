@@ -20,7 +20,7 @@ if ! grep -q "self-check: PASS" "$O/selfcheck-int.txt"; then
   grep -E "linear_(q8_0|q4_k)|self-check" "$O/selfcheck-int0.txt" | tee -a "$L"
 fi
 step kbench; $B probe --bench-kernels --kernel-tokens 1,8,32 --kernel-dtypes q8_0,q4_k \
-  --variants "QLIN_INT=0;QLIN_INT=1;QLIN_INT=1,QLIN_IMMA=0;QLIN_M1_WARPS=8,QLIN_M1_PREFETCH=0,QLIN_M1_BIGK=8192,QLIN_M1_WARPS_BIGK=16,QLIN_M1_PREFETCH_BIGK=16" \
+  --variants "QLIN_INT=0;QLIN_INT=1;QLIN_INT=1,QLIN_IMMA=0;QLIN_INT=1,QIMMA_TILES=2;QLIN_INT=1,QIMMA_EARLY=0;QLIN_M1_WARPS=8,QLIN_M1_PREFETCH=0,QLIN_M1_BIGK=8192,QLIN_M1_WARPS_BIGK=16,QLIN_M1_PREFETCH_BIGK=16" \
   > "$O/kbench.txt" 2>&1
 grep -E "defines|(Q8_0|Q4_K).*(gate\+up|down) " "$O/kbench.txt" | tee -a "$L"
 grep -q "self-check: PASS" "$O/selfcheck-int.txt" || { step "QLIN_INT self-check failed: no end-to-end runs"; exit 0; }
