@@ -358,12 +358,15 @@ fn keyring_tenants_caps_and_disabled_keys() {
             .send_json(body)
     };
     let short = json!({"prompt": "Hello", "max_tokens": 2});
-    assert!(matches!(
-        post("nope", short.clone()),
-        Err(ureq::Error::Status(401, _))
-    ));
+    // A refused request's body is never read, so the server closes that connection and says so
+    // (a keep-alive client must not send its next request into it).
+    match post("nope", short.clone()) {
+        Err(ureq::Error::Status(401, r)) => assert_eq!(r.header("connection"), Some("close")),
+        other => panic!("expected 401, got {other:?}"),
+    }
     match post("beta-key", short.clone()) {
         Err(ureq::Error::Status(403, r)) => {
+            assert_eq!(r.header("connection"), Some("close"));
             let v: Value = r.into_json().unwrap();
             assert_eq!(v["error"]["code"], "key_disabled");
         }

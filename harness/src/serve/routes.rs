@@ -8,7 +8,7 @@ use super::{AppState, ModelEntry};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -105,7 +105,8 @@ fn options(
 pub struct Tenant(pub String);
 
 /// Requires `Authorization: Bearer <key>` when keys are configured (compared by sha256): 401, 403
-/// for a disabled key, 429 over the tenant's cap. The tenant's slot is held until the response
+/// for a disabled key, 429 over the tenant's cap, each with `Connection: close` (the body is not
+/// read). The tenant's slot is held until the response
 /// body (a stream included) is finished or dropped.
 async fn auth(State(st): St, mut req: Request, next: Next) -> Response {
     let header = req
@@ -114,7 +115,14 @@ async fn auth(State(st): St, mut req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok());
     let grant = match st.auth.admit(header) {
         Ok(g) => g,
-        Err(e) => return e.into_response(),
+        Err(e) => {
+            // The request body is left unread, so the connection cannot carry another request:
+            // say so, or a keep-alive client would send its next request into a closed socket.
+            let mut r = e.into_response();
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
     };
     req.extensions_mut().insert(Tenant(grant.tenant.clone()));
     let resp = next.run(req).await;
