@@ -665,24 +665,23 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
 #define QLIN_TOKENS (LIN_TOKENS < 8 ? LIN_TOKENS : 8)
 
 
+// A one-token entry: WARPS warps per block, PREFETCH units of L2 prefetch.
+#define LINEAR_R_M1(fname, T, F, WARPS, PREFETCH)                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * (WARPS))                                      \
+        fname(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,          \
+              int split_canary) {                                                                  \
+        linear_qr_m1_impl<LIN_ROWS_M1, F, (WARPS), (PREFETCH)>(x, q, reinterpret_cast<const u8*>(h), \
+                                                               bias, LIN_OUTS, K, R);              \
+    }
+
 #define LINEAR_R(name, T, F)                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,           \
              int split_canary) {                                                                   \
         name##_impl<QLIN_TOKENS, LIN_ROWS>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);        \
     }                                                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
-        name##_m1(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
-                  int split_canary) {                                                              \
-        linear_qr_m1_impl<LIN_ROWS_M1, F, QLIN_M1_WARPS, QLIN_M1_PREFETCH>(                        \
-            x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R);                           \
-    }                                                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS_BIGK)                           \
-        name##_m1w(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,     \
-                   int split_canary) {                                                             \
-        linear_qr_m1_impl<LIN_ROWS_M1, F, QLIN_M1_WARPS_BIGK, QLIN_M1_PREFETCH_BIGK>(              \
-            x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, K, R);                           \
-    }                                                                                               \
+    LINEAR_R_M1(name##_m1, T, F, QLIN_M1_WARPS, QLIN_M1_PREFETCH)                                  \
+    LINEAR_R_M1(name##_m1w, T, F, QLIN_M1_WARPS_BIGK, QLIN_M1_PREFETCH_BIGK)                       \
     extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
         name##_mt(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
                   int split_canary) {                                                              \

@@ -78,15 +78,7 @@ __device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, co
     const int mt = min(TOK, M - m0);
     const int tile0 = blockIdx.y * WT;
     const int nu = K / 32;
-    float acc[4][WT][NT][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int w = 0; w < WT; ++w)
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) acc[j][w][n][c] = 0.0f;
+    float acc[4][WT][NT][4] = {};
     for (int c0 = 0; c0 < nu; c0 += 32) {
         // This chunk's weights of the warp's 4 units (rows past R and units past K stay zero);
         // with QIMMA_EARLY they are loaded before the staging, so their trip to memory overlaps it.
