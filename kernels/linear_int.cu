@@ -3,8 +3,10 @@
 // for mma.m16n8k32"), weights as A (16 rows x 32 k: one unit), x's integer digits as B (32 k x 8
 // tokens), one MMA per digit.
 //
-// Same bits as the lane kernels (the exactness contract, docs/DESIGN.md §3): x is staged by the
-// same stage_digits, every MMA output Σ q·x_k is the exact int32 that the lane kernels' dp4a
+// Same bits as the lane kernels (the exactness contract, docs/DESIGN.md §3): x is staged once per
+// linear by stage_x_int, with the lane kernels' stage_digits, into a global buffer every block
+// reads (staged per block, as first written, M = 8 took 5x its weight-read time on the H200,
+// run 23); every MMA output Σ q·x_k is the exact int32 that the lane kernels' dp4a
 // chain forms, and the float steps after it are theirs in their order:
 //  - per unit, acc = fma(d·s, digits_combine(S0, S1, S2), acc) (Q4_K then fma(−ml·s, Σx, acc));
 //  - the accumulator of class l (units u ≡ l mod 32, the units lane l owns in the lane kernels)
@@ -14,22 +16,29 @@
 // unit's elements 8t .. 8t+7 (one 8-byte load) for both A and B.
 #include "common.cuh"
 
-// float4 slots of one token's 1,024-element chunk of x.
-#define XCHUNK_F4 256
-// Staged chunk stride per token: XI_CHUNK_F4 plus one float4, so that tokens 8n + g of a B
-// fragment load (and the meta loads) fall on different banks (3,584 bytes is a multiple of 128).
-#define XI_TOKEN_F4 (XI_CHUNK_F4 + 1)
-
-// Row tiles of 16 per block (they share the block's staged x).
+// Row tiles of 16 per block (they share the block's token tiles in L1).
 #ifndef QIMMA_TILES
 #define QIMMA_TILES 1
 #endif
 
-// 1: a chunk's weights are loaded before x is staged (more registers; Q4_K at 16 tokens keeps a
-// 128-byte stack frame), 0: after.
-#ifndef QIMMA_EARLY
-#define QIMMA_EARLY 1
+// 1: the next chunk's weights are loaded before this chunk's MMAs (two sets of registers), so
+// their trip to memory overlaps the work; 0: loaded when their chunk starts.
+#ifndef QIMMA_PF
+#define QIMMA_PF 1
 #endif
+
+// Stages x as integer digits once per linear, for every block of the integer kernels to read:
+// x [m_base + tk, K] f32 -> xd [tk][nc][XI_CHUNK_F4] float4 (nc = ceil(K / 1024)), by the same
+// stage_digits as the lane kernels' shared-memory staging, so the digits and their meta are the
+// same bits. Grid: (nc, tokens of the slab); block: 256 (one float4 slot of the chunk each).
+extern "C" __global__ void __launch_bounds__(256) stage_x_int(const float* __restrict__ x, float4* __restrict__ xd,
+                                                             int m_base, int K) {
+    const int c = blockIdx.x, tk = blockIdx.y, s = threadIdx.x, nc = gridDim.x;
+    const int e = 1024 * c + 4 * s;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m_base + tk) * K + e));
+    stage_digits(v, s, xd + ((size_t)tk * nc + c) * XI_CHUNK_F4);
+}
 
 // d += a * b over one unit: m16n8k32, int8 inputs, int32 accumulation (exact).
 __device__ __forceinline__ void imma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
@@ -60,131 +69,160 @@ __device__ __forceinline__ void imma_row(const u8* __restrict__ q, const u8* __r
     }
 }
 
-// x: [M, K] f32; q, h: the lanes layout; bias: [R] f32 or null; y: Outs. K % 32 == 0.
-// Grid: (ceil(M / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the blocks
-// of one row tile run together and share its weights in L2; block: 256 (8 warps; warp w owns the
-// classes w, w + 8, w + 16, w + 24). Dynamic shared memory: max(8 NT · 3,600, 32 · QIMMA_TILES ·
-// NT · 512) bytes.
-template <int NT, int F>
-__device__ __forceinline__ void linear_imma_impl(const float* __restrict__ x, const u8* __restrict__ q,
-                                                 const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
-                                                 int M, int K, int R) {
-    constexpr int TOK = 8 * NT;
-    constexpr int WT = QIMMA_TILES;
-    extern __shared__ float4 xs[];  // [TOK][XI_TOKEN_F4] per chunk; then the class partials
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int m0 = blockIdx.x * TOK;
-    const int mt = min(TOK, M - m0);
-    const int tile0 = blockIdx.y * WT;
-    const int nu = K / 32;
-    float acc[4][WT][NT][4] = {};
-    for (int c0 = 0; c0 < nu; c0 += 32) {
-        // This chunk's weights of the warp's 4 units (rows past R and units past K stay zero);
-        // with QIMMA_EARLY they are loaded before the staging, so their trip to memory overlaps it.
-        uint2 wa[4][WT], wb[4][WT];
-        float da[4][WT], db[4][WT], ma[4][WT], mb[4][WT];
-        auto load_weights = [&]() {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int u = c0 + warp + 8 * j;
-#pragma unroll
-                for (int w = 0; w < WT; ++w) {
-                    const int r = 16 * (tile0 + w) + g;
-                    wa[j][w] = wb[j][w] = make_uint2(0, 0);
-                    da[j][w] = db[j][w] = ma[j][w] = mb[j][w] = 0.0f;
-                    if (u < nu && r < R) imma_row<F>(q, h, r, u, K, t, wa[j][w], da[j][w], ma[j][w]);
-                    if (u < nu && r + 8 < R) imma_row<F>(q, h, r + 8, u, K, t, wb[j][w], db[j][w], mb[j][w]);
-                }
-            }
-        };
-        if (QIMMA_EARLY) load_weights();
-        __syncthreads();
-        for (int idx = threadIdx.x; idx < TOK * (XCHUNK_F4); idx += blockDim.x) {
-            const int tk = idx / XCHUNK_F4, s = idx % XCHUNK_F4;
-            const int e = 32 * c0 + 4 * s;
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (tk < mt && e < K) v = __ldg(reinterpret_cast<const float4*>(x + (size_t)(m0 + tk) * K + e));
-            stage_digits(v, s, xs + tk * XI_TOKEN_F4);
-        }
-        __syncthreads();
-        if (!QIMMA_EARLY) load_weights();
+// One chunk's weights of a warp's 4 units (u = 32 ci + warp + 8 j) and QIMMA_TILES row tiles:
+// A fragments (rows g and g + 8 of each tile), scales and Q4_K min terms; rows past R and units
+// past K are zero.
+template <int F>
+struct ImmaW {
+    uint2 a[4][QIMMA_TILES], b[4][QIMMA_TILES];
+    float da[4][QIMMA_TILES], db[4][QIMMA_TILES], ma[4][QIMMA_TILES], mb[4][QIMMA_TILES];
+    __device__ __forceinline__ void load(const u8* __restrict__ q, const u8* __restrict__ h, int ci, int warp,
+                                         int tile0, int g, int t, int nu, int K, int R) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int uc = warp + 8 * j, u = c0 + uc;
-            if (u >= nu) continue;
+            const int u = 32 * ci + warp + 8 * j;
 #pragma unroll
-            for (int w = 0; w < WT; ++w) {
+            for (int w = 0; w < QIMMA_TILES; ++w) {
+                const int r = 16 * (tile0 + w) + g;
+                a[j][w] = b[j][w] = make_uint2(0, 0);
+                da[j][w] = db[j][w] = ma[j][w] = mb[j][w] = 0.0f;
+                if (u < nu && r < R) imma_row<F>(q, h, r, u, K, t, a[j][w], da[j][w], ma[j][w]);
+                if (u < nu && r + 8 < R) imma_row<F>(q, h, r + 8, u, K, t, b[j][w], db[j][w], mb[j][w]);
+            }
+        }
+    }
+};
+
+// xd: the slab's digits from stage_x_int ([mc][nc][XI_CHUNK_F4]); q, h: the lanes layout;
+// bias: [R] f32 or null; y: Outs, token m_base + i for slab token i. K % 32 == 0.
+// Grid: (ceil(mc / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the
+// blocks of one row tile run together and share its weights in L2; block: 256 (8 warps; warp w
+// owns the classes w, w + 8, w + 16, w + 24). No barrier until the epilogue. Dynamic shared
+// memory: 8 · QIMMA_TILES · NT · 512 bytes.
+template <int NT, int F>
+__device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, const u8* __restrict__ q,
+                                                 const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
+                                                 int m_base, int mc, int K, int R) {
+    constexpr int WT = QIMMA_TILES;
+    extern __shared__ float part[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int m0 = blockIdx.x * 8 * NT;
+    const int tile0 = blockIdx.y * WT;
+    const int nu = K / 32, nc = (nu + 31) / 32;
+    const size_t tok_f4 = (size_t)nc * XI_CHUNK_F4;
+    // This lane's B fragment token (8n + g) and meta tokens (8n + 2t, 8n + 2t + 1) of each token
+    // tile, clamped into the slab (the clamped tokens' outputs are not stored).
+    int tb[NT], tm[NT][2];
 #pragma unroll
-                for (int n = 0; n < NT; ++n) {
-                    const u8* xt = reinterpret_cast<const u8*>(xs + (8 * n + g) * XI_TOKEN_F4);
+    for (int n = 0; n < NT; ++n) {
+        tb[n] = min(m0 + 8 * n + g, mc - 1);
+        tm[n][0] = min(m0 + 8 * n + 2 * t, mc - 1);
+        tm[n][1] = min(m0 + 8 * n + 2 * t + 1, mc - 1);
+    }
+    float acc[4][WT][NT][4] = {};
+    ImmaW<F> cur, nxt;
+    cur.load(q, h, 0, warp, tile0, g, t, nu, K, R);
+    for (int ci = 0; ci < nc; ++ci) {
+        if (QIMMA_PF && ci + 1 < nc) nxt.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
+        const size_t cbase = (size_t)ci * XI_CHUNK_F4;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int uc = warp + 8 * j;
+            if (32 * ci + uc >= nu) continue;
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                const u8* xt = reinterpret_cast<const u8*>(xd + tb[n] * tok_f4 + cbase);
+                uint2 bx[3];
+#pragma unroll
+                for (int k = 0; k < 3; ++k)
+                    bx[k] = __ldg(reinterpret_cast<const uint2*>(xt + ((2 * k + (t >> 1)) * 32 + uc) * 16 + 8 * (t & 1)));
+                float4 meta[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const float4* mp = xd + tm[n][c] * tok_f4 + cbase + XI_DIGIT_F4 + uc;
+                    if (F == FMT_Q4_K) meta[c] = __ldg(mp);
+                    else meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int w = 0; w < WT; ++w) {
                     int S[3][4];
 #pragma unroll
                     for (int k = 0; k < 3; ++k) {
-                        const uint2 b = *reinterpret_cast<const uint2*>(xt + ((2 * k + (t >> 1)) * 32 + uc) * 16 + 8 * (t & 1));
                         S[k][0] = S[k][1] = S[k][2] = S[k][3] = 0;
-                        imma_s8(S[k], wa[j][w].x, wb[j][w].x, wa[j][w].y, wb[j][w].y, b.x, b.y);
+                        imma_s8(S[k], cur.a[j][w].x, cur.b[j][w].x, cur.a[j][w].y, cur.b[j][w].y, bx[k].x, bx[k].y);
                     }
 #pragma unroll
                     for (int c = 0; c < 4; ++c) {
-                        const float4 meta = xs[(8 * n + 2 * t + (c & 1)) * XI_TOKEN_F4 + XI_DIGIT_F4 + uc];
-                        const float d = c < 2 ? da[j][w] : db[j][w];
-                        float a = __fmaf_rn(__fmul_rn(d, meta.x), digits_combine(S[0][c], S[1][c], S[2][c]),
+                        const float4 mt = meta[c & 1];
+                        const float d = c < 2 ? cur.da[j][w] : cur.db[j][w];
+                        float a = __fmaf_rn(__fmul_rn(d, mt.x), digits_combine(S[0][c], S[1][c], S[2][c]),
                                             acc[j][w][n][c]);
                         if (F == FMT_Q4_K) {
-                            const float ml = c < 2 ? ma[j][w] : mb[j][w];
-                            const float fx = digits_combine(__float_as_int(meta.y), __float_as_int(meta.z),
-                                                            __float_as_int(meta.w));
-                            a = __fmaf_rn(-__fmul_rn(ml, meta.x), fx, a);
+                            const float ml = c < 2 ? cur.ma[j][w] : cur.mb[j][w];
+                            const float fx = digits_combine(__float_as_int(mt.y), __float_as_int(mt.z),
+                                                            __float_as_int(mt.w));
+                            a = __fmaf_rn(-__fmul_rn(ml, mt.x), fx, a);
                         }
                         acc[j][w][n][c] = a;
                     }
                 }
             }
         }
+        if (ci + 1 < nc) {
+            if (QIMMA_PF) cur = nxt;
+            else cur.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
+        }
     }
-    // Class partials: part[l][w][n][c][lane]; then each output element's 32 class sums in
-    // warp_sum's tree, then the bias.
-    constexpr int PER_CLASS = WT * NT * 4 * 32;
+    // warp_sum's xor tree over the 32 classes, lane 0's order. Its first two levels add classes
+    // l and l + 16, then l and l + 8 (l < 8): all four are warp l's (j = 0..3 are classes
+    // l, l + 8, l + 16, l + 24), so the warp forms them in registers; shared memory takes the 8
+    // results per output element (part[warp][w][n][c][lane]) for the last three levels, then the
+    // bias.
+    constexpr int PER_WARP = WT * NT * 4 * 32;
+#pragma unroll
+    for (int w = 0; w < WT; ++w)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const float lo = __fadd_rn(acc[0][w][n][c], acc[2][w][n][c]);
+                const float hi = __fadd_rn(acc[1][w][n][c], acc[3][w][n][c]);
+                part[warp * PER_WARP + ((w * NT + n) * 4 + c) * 32 + lane] = __fadd_rn(lo, hi);
+            }
     __syncthreads();
-    float* part = reinterpret_cast<float*>(xs);
+    for (int i = threadIdx.x; i < PER_WARP; i += blockDim.x) {
+        float v[8];
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 8; ++l) v[l] = part[l * PER_WARP + i];
 #pragma unroll
-        for (int w = 0; w < WT; ++w)
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-                for (int c = 0; c < 4; ++c)
-                    part[(warp + 8 * j) * PER_CLASS + ((w * NT + n) * 4 + c) * 32 + lane] = acc[j][w][n][c];
-    __syncthreads();
-    for (int i = threadIdx.x; i < PER_CLASS; i += blockDim.x) {
-        float v[32];
-#pragma unroll
-        for (int l = 0; l < 32; ++l) v[l] = part[l * PER_CLASS + i];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
+        for (int off = 4; off > 0; off >>= 1)
 #pragma unroll
             for (int l = 0; l < off; ++l) v[l] = __fadd_rn(v[l], v[l + off]);
         const int l = i & 31, c = (i >> 5) & 3, n = (i >> 7) % NT, w = (i >> 7) / NT;
         const int row = 16 * (tile0 + w) + (l >> 2) + 8 * (c >> 1);
         const int m = m0 + 8 * n + 2 * (l & 3) + (c & 1);
-        if (row < R && m < M) {
+        if (row < R && m < mc) {
             float out = v[0];
             if (bias) out += bias[row];
-            store_out(y, m, row, out);
+            store_out(y, m_base + m, row, out);
         }
     }
 }
 
-#define LINEAR_IMMA(name, T, F, NT)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256, 1)                                            \
-        name(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,           \
-             int split_canary) {                                                                   \
-        linear_imma_impl<NT, F>(x, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, M, K, R);    \
+#define LINEAR_IMMA(name, T, F, NT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                                \
+        name(const float4* xd, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS, int m_base, \
+             int mc) {                                                                               \
+        linear_imma_impl<NT, F>(xd, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, m_base, mc, K, R); \
     }
 
 LINEAR_IMMA(linear_imma_q8_0_n1, u16, FMT_Q8_0, 1)
 LINEAR_IMMA(linear_imma_q8_0_n2, u16, FMT_Q8_0, 2)
 LINEAR_IMMA(linear_imma_q4_k_n1, u8, FMT_Q4_K, 1)
 LINEAR_IMMA(linear_imma_q4_k_n2, u8, FMT_Q4_K, 2)
+// 32 tokens by one row tile (64 accumulators a thread; two tiles would spill).
+#if QIMMA_TILES == 1
+LINEAR_IMMA(linear_imma_q8_0_n4, u16, FMT_Q8_0, 4)
+LINEAR_IMMA(linear_imma_q4_k_n4, u8, FMT_Q4_K, 4)
+#endif

@@ -190,11 +190,7 @@ fn linear_switches_compile() {
         ],
         &[("QTC_DB", "1"), ("QTC_XSPLIT", "2"), ("QTC_UNROLL", "2")],
         &[("QTC_WT", "4"), ("QTC_UNROLL", "2")],
-        &[
-            ("QLIN_INT", "1"),
-            ("QIMMA_TILES", "2"),
-            ("QIMMA_EARLY", "0"),
-        ],
+        &[("QLIN_INT", "1"), ("QIMMA_TILES", "2"), ("QIMMA_PF", "0")],
     ];
     for set in sets {
         let mut opts = options(&dir);

@@ -4,19 +4,19 @@
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
-use super::ops::{check, DevMatrix, WeightLayout};
-use super::CudaDevice;
+use super::ops::{check, i32_of, DevMatrix, WeightLayout};
+use super::{drv, CudaDevice};
 use crate::error::{Error, Result};
 use crate::quant::DType;
-use cudarc::driver::{CudaSlice, LaunchConfig};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 /// Shared memory of one token's staged 1,024-element chunk of x as integer digits (QLIN_INT = 1):
 /// `XI_CHUNK_F4` float4 of kernels/common.cuh, 3,584 bytes.
 pub const XI_CHUNK_BYTES: u32 = 224 * 16;
 
-/// The same in kernels/linear_int.cu, padded by one float4 per token (`XI_TOKEN_F4`) so that a
-/// B fragment's eight tokens fall on different shared-memory banks.
-const XI_TOKEN_BYTES: u32 = XI_CHUNK_BYTES + 16;
+/// Bytes of a stream's buffer of x staged as integer digits for the integer tensor-core
+/// linears (`ceil(k / 1024)` · [`XI_CHUNK_BYTES`] per token): 16 MiB, 292 tokens at k = 14,336.
+pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
@@ -123,9 +123,15 @@ impl CudaDevice {
 
     /// `y = x W^T (+ bias)` for M > 1 on the integer tensor-core kernels
     /// (`kernels/linear_int.cu`, QLIN_INT = 1): a repacked ([`WeightLayout::Lanes`]) Q8_0 or Q4_K
-    /// matrix, x staged as the same integer digits as the lane kernels, so every row has the bits
-    /// the one-token kernel gives it. Blocks: up to 8 or 16 tokens (`_n1`, `_n2`) by QIMMA_TILES
-    /// tiles of 16 rows, 8 warps. Errors: another format, a launch failure.
+    /// matrix. x is staged once per slab of tokens (`stage_x_int`, the same integer digits as the
+    /// lane kernels stage) into this stream's digit buffer, then every block reads them, so every
+    /// row has the bits the one-token kernel gives it. Slabs: at most QIMMA_SLAB tokens (default
+    /// 256) and what [`IMMA_SCRATCH_BYTES`] holds at this k, a multiple of 32. Blocks: up to 8,
+    /// 16 or 32 tokens (`_n1`, `_n2`, `_n4`; at most QIMMA_NT tiles of 8, default 4, and 2 with
+    /// more than one row tile) by
+    /// QIMMA_TILES tiles of 16 rows, 8 warps. Errors: another format, a k too large for the
+    /// buffer, the buffer's allocation (out of device memory, or first use inside a CUDA graph
+    /// capture), a launch failure.
     pub(super) fn linear_imma(
         &self,
         x: &CudaSlice<f32>,
@@ -134,7 +140,23 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
     ) -> Result<()> {
-        let nt: u32 = if m <= 8 { 1 } else { 2 };
+        let wt = self.define("QIMMA_TILES", 1).max(1);
+        // The 32-token entries exist for one row tile a block only (kernels/linear_int.cu).
+        let tiles_max = self
+            .define("QIMMA_NT", 4)
+            .clamp(1, if wt == 1 { 4 } else { 2 });
+        let nt: u32 = match m.div_ceil(8) {
+            1 => 1,
+            2 => 2,
+            _ => 4,
+        }
+        .min(if tiles_max >= 4 {
+            4
+        } else if tiles_max >= 2 {
+            2
+        } else {
+            1
+        });
         let func = match w.dtype {
             DType::Q8_0 => format!("linear_imma_q8_0_n{nt}"),
             DType::Q4_K => format!("linear_imma_q4_k_n{nt}"),
@@ -145,17 +167,92 @@ impl CudaDevice {
                 )))
             }
         };
-        let wt = self.define("QIMMA_TILES", 1).max(1);
-        let tiles = (w.rows as u32).div_ceil(TC_TILE_ROWS as u32);
-        // Staged digits of 8·NT tokens (XI_TOKEN_BYTES per token and chunk), later the 32 class
-        // partials of every output element.
-        let smem = (8 * nt * XI_TOKEN_BYTES).max(32 * wt * nt * 512);
-        let cfg = LaunchConfig {
-            grid_dim: ((m as u32).div_ceil(8 * nt), tiles.div_ceil(wt), 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: smem,
+        let (k, r) = (w.cols, w.rows);
+        let nc = k.div_ceil(1024);
+        let per_token = nc * XI_CHUNK_BYTES as usize;
+        let slab_max = (self.define("QIMMA_SLAB", 256).max(1) as usize)
+            .min(IMMA_SCRATCH_BYTES / per_token)
+            .max(1);
+        let slab = if slab_max >= 32 {
+            slab_max / 32 * 32
+        } else {
+            slab_max
         };
-        self.launch_linear("linear_int.cu", &func, cfg, x, w, ys, rows, m, false)
+        check(per_token <= IMMA_SCRATCH_BYTES, || {
+            format!("integer linear: k {k} needs {per_token} bytes of staged x per token")
+        })?;
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let smem = 8 * wt * nt * 512;
+        let stage = self.function("linear_int.cu", "stage_x_int")?;
+        let f = self.function("linear_int.cu", &func)?;
+        if smem > 48 << 10 {
+            self.grant_smem(&func, &f, smem)?;
+        }
+        let aux = w.aux.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("integer linear: a lanes matrix without its headers".into())
+        })?;
+        let mut digits = self.digits.lock().unwrap_or_else(|e| e.into_inner());
+        if digits.is_none() {
+            let capturing = self.stream().capture_status().map_err(drv)?;
+            check(
+                capturing
+                    == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                || "integer linear: the digit buffer's first use is inside a graph capture".into(),
+            )?;
+            *digits = Some(self.alloc::<u8>(IMMA_SCRATCH_BYTES)?);
+        }
+        let xd = digits.as_ref().expect("allocated above");
+        let (ki, ri, mi) = (i32_of(k, "k")?, i32_of(r, "r")?, i32_of(m, "m")?);
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let null = 0u64;
+        let mut m_base = 0;
+        while m_base < m {
+            let mc = slab.min(m - m_base);
+            let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
+            let mut b = self.stream().launch_builder(&stage);
+            b.arg(x).arg(xd).arg(&bi).arg(&ki);
+            let cfg = LaunchConfig {
+                grid_dim: (nc as u32, mc as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: stage_x_int(x, xd, m_base, K): x holds m·k f32 (checked by linear_split),
+            // xd holds mc · per_token ≤ IMMA_SCRATCH_BYTES bytes.
+            unsafe { b.launch(cfg) }.map_err(drv)?;
+            let mut b = self.stream().launch_builder(&f);
+            b.arg(xd).arg(&w.data).arg(aux);
+            match &w.bias {
+                Some(bias) => b.arg(bias),
+                None => b.arg(&null),
+            };
+            let mut outs = ys.iter_mut();
+            let y0 = outs.next().expect("checked: 1..=3 outputs");
+            b.arg(&mut **y0);
+            for y in [outs.next(), outs.next()] {
+                match y {
+                    Some(y) => b.arg(&mut **y),
+                    None => b.arg(&null),
+                };
+            }
+            b.arg(&r0)
+                .arg(&r1)
+                .arg(&mi)
+                .arg(&ki)
+                .arg(&ri)
+                .arg(&bi)
+                .arg(&ci);
+            let cfg = LaunchConfig {
+                grid_dim: ((mc as u32).div_ceil(8 * nt), tiles.div_ceil(wt), 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: smem,
+            };
+            // SAFETY: the argument list is LINEAR_IMMA's (xd, q, h, bias, LIN_OUT_PARAMS, m_base,
+            // mc); shapes checked by linear_split and at DevMatrix construction.
+            unsafe { b.launch(cfg) }.map_err(drv)?;
+            m_base += mc;
+        }
+        Ok(())
     }
 }
 

@@ -120,6 +120,10 @@ pub struct CudaDevice {
     functions: Arc<Mutex<HashMap<String, CudaFunction>>>,
     /// Dynamic shared memory opted into so far, by function name (bytes).
     smem_granted: Arc<Mutex<HashMap<String, u32>>>,
+    /// This stream's buffer of x staged as integer digits for the integer tensor-core linears
+    /// ([`linear_tc::IMMA_SCRATCH_BYTES`], made on first use, never resized, so a CUDA graph
+    /// captured over it stays valid). One per stream: streams run concurrently.
+    digits: Mutex<Option<CudaSlice<u8>>>,
 }
 
 impl CudaDevice {
@@ -183,6 +187,7 @@ impl CudaDevice {
             modules: Arc::new(Mutex::new(HashMap::new())),
             functions: Arc::new(Mutex::new(HashMap::new())),
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
+            digits: Mutex::new(None),
         })
     }
 
@@ -200,6 +205,7 @@ impl CudaDevice {
             modules: self.modules.clone(),
             functions: self.functions.clone(),
             smem_granted: self.smem_granted.clone(),
+            digits: Mutex::new(None),
         })
     }
 
