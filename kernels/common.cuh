@@ -283,10 +283,17 @@ __device__ __forceinline__ int rint_small(float v, float& rest) {
     return __float_as_int(t) - 0x4B400000;
 }
 
-// S0 + (S1 + S2/128)/128, one fixed order of f32 operations (every S_k exact in f32).
+// (float)s for |s| < 2^22 by the 2^23 trick (an integer add and a float subtract, full rate,
+// instead of the quarter-rate I2F): 1.5·2^23 + s has ulp 1, so both steps are exact.
+__device__ __forceinline__ float i2f_small(int s) {
+    return __fsub_rn(__int_as_float(0x4B400000 + s), 12582912.0f);
+}
+
+// S0 + (S1 + S2/128)/128, one fixed order of f32 operations (every S_k exact in f32; |S_k| ≤
+// 32·128·64 = 2^18 for a unit's digit sums, so i2f_small is exact).
 __device__ __forceinline__ float digits_combine(int s0, int s1, int s2) {
-    const float t = __fmaf_rn((float)s2, 0.0078125f, (float)s1);
-    return __fmaf_rn(t, 0.0078125f, (float)s0);
+    const float t = __fmaf_rn(i2f_small(s2), 0.0078125f, i2f_small(s1));
+    return __fmaf_rn(t, 0.0078125f, i2f_small(s0));
 }
 
 // Stages x[4·s .. 4·s+4) of a chunk (`v`, float4 slot s of 0..255; the unit's 8 slots are held by

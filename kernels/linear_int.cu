@@ -21,8 +21,16 @@
 #define QIMMA_TILES 1
 #endif
 
+// Warps per block: warp w owns the classes w + QIMMA_WARPS·j, j < QIMMA_CPW. (16 warps would
+// halve each thread's accumulators, but 512 threads cap a thread at 128 registers: two row tiles
+// of 32 tokens spill there too.)
+#define QIMMA_WARPS 8
+#define QIMMA_CPW (32 / QIMMA_WARPS)
+
 // 1: the next chunk's weights are loaded before this chunk's MMAs (two sets of registers), so
-// their trip to memory overlaps the work; 0: loaded when their chunk starts.
+// their trip to memory overlaps the work; 0: loaded when their chunk starts. Q8_0 only: Q4_K's
+// scales and mins make the second set cost more than it hides (run 25: M = 8 gate+up 327 us
+// with it, 225 without).
 #ifndef QIMMA_PF
 #define QIMMA_PF 1
 #endif
@@ -69,18 +77,20 @@ __device__ __forceinline__ void imma_row(const u8* __restrict__ q, const u8* __r
     }
 }
 
-// One chunk's weights of a warp's 4 units (u = 32 ci + warp + 8 j) and QIMMA_TILES row tiles:
+// One chunk's weights of a warp's QIMMA_CPW units (u = 32 ci + warp + QIMMA_WARPS j) and
+// QIMMA_TILES row tiles:
 // A fragments (rows g and g + 8 of each tile), scales and Q4_K min terms; rows past R and units
 // past K are zero.
 template <int F>
 struct ImmaW {
-    uint2 a[4][QIMMA_TILES], b[4][QIMMA_TILES];
-    float da[4][QIMMA_TILES], db[4][QIMMA_TILES], ma[4][QIMMA_TILES], mb[4][QIMMA_TILES];
+    uint2 a[QIMMA_CPW][QIMMA_TILES], b[QIMMA_CPW][QIMMA_TILES];
+    float da[QIMMA_CPW][QIMMA_TILES], db[QIMMA_CPW][QIMMA_TILES], ma[QIMMA_CPW][QIMMA_TILES],
+        mb[QIMMA_CPW][QIMMA_TILES];
     __device__ __forceinline__ void load(const u8* __restrict__ q, const u8* __restrict__ h, int ci, int warp,
                                          int tile0, int g, int t, int nu, int K, int R) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int u = 32 * ci + warp + 8 * j;
+        for (int j = 0; j < QIMMA_CPW; ++j) {
+            const int u = 32 * ci + warp + QIMMA_WARPS * j;
 #pragma unroll
             for (int w = 0; w < QIMMA_TILES; ++w) {
                 const int r = 16 * (tile0 + w) + g;
@@ -96,9 +106,9 @@ struct ImmaW {
 // xd: the slab's digits from stage_x_int ([mc][nc][XI_CHUNK_F4]); q, h: the lanes layout;
 // bias: [R] f32 or null; y: Outs, token m_base + i for slab token i. K % 32 == 0.
 // Grid: (ceil(mc / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the
-// blocks of one row tile run together and share its weights in L2; block: 256 (8 warps; warp w
-// owns the classes w, w + 8, w + 16, w + 24). No barrier until the epilogue. Dynamic shared
-// memory: 8 · QIMMA_TILES · NT · 512 bytes.
+// blocks of one row tile run together and share its weights in L2; block: 32 · QIMMA_WARPS (warp w
+// owns the classes w + QIMMA_WARPS·j). No barrier until the epilogue. Dynamic shared memory:
+// QIMMA_WARPS · QIMMA_TILES · NT · 512 bytes.
 template <int NT, int F>
 __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, const u8* __restrict__ q,
                                                  const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
@@ -120,15 +130,17 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
         tm[n][0] = min(m0 + 8 * n + 2 * t, mc - 1);
         tm[n][1] = min(m0 + 8 * n + 2 * t + 1, mc - 1);
     }
-    float acc[4][WT][NT][4] = {};
+    constexpr int CPW = QIMMA_CPW, NW = QIMMA_WARPS;
+    constexpr bool PF = QIMMA_PF && F == FMT_Q8_0;
+    float acc[CPW][WT][NT][4] = {};
     ImmaW<F> cur, nxt;
     cur.load(q, h, 0, warp, tile0, g, t, nu, K, R);
     for (int ci = 0; ci < nc; ++ci) {
-        if (QIMMA_PF && ci + 1 < nc) nxt.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
+        if (PF && ci + 1 < nc) nxt.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
         const size_t cbase = (size_t)ci * XI_CHUNK_F4;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int uc = warp + 8 * j;
+        for (int j = 0; j < CPW; ++j) {
+            const int uc = warp + NW * j;
             if (32 * ci + uc >= nu) continue;
 #pragma unroll
             for (int n = 0; n < NT; ++n) {
@@ -170,15 +182,14 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
             }
         }
         if (ci + 1 < nc) {
-            if (QIMMA_PF) cur = nxt;
+            if (PF) cur = nxt;
             else cur.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
         }
     }
-    // warp_sum's xor tree over the 32 classes, lane 0's order. Its first two levels add classes
-    // l and l + 16, then l and l + 8 (l < 8): all four are warp l's (j = 0..3 are classes
-    // l, l + 8, l + 16, l + 24), so the warp forms them in registers; shared memory takes the 8
-    // results per output element (part[warp][w][n][c][lane]) for the last three levels, then the
-    // bias.
+    // warp_sum's xor tree over the 32 classes, lane 0's order: level `off` adds class l + off to
+    // class l (l < off). While off ≥ NW both are this warp's (l = warp + NW·j, l + off = warp +
+    // NW·(j + off/NW)), so those levels run in registers; shared memory takes the NW results per
+    // output element (part[warp][w][n][c][lane]) for the rest, then the bias.
     constexpr int PER_WARP = WT * NT * 4 * 32;
 #pragma unroll
     for (int w = 0; w < WT; ++w)
@@ -186,17 +197,22 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
         for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
-                const float lo = __fadd_rn(acc[0][w][n][c], acc[2][w][n][c]);
-                const float hi = __fadd_rn(acc[1][w][n][c], acc[3][w][n][c]);
-                part[warp * PER_WARP + ((w * NT + n) * 4 + c) * 32 + lane] = __fadd_rn(lo, hi);
+                float v[CPW];
+#pragma unroll
+                for (int j = 0; j < CPW; ++j) v[j] = acc[j][w][n][c];
+#pragma unroll
+                for (int half = CPW / 2; half > 0; half >>= 1)
+#pragma unroll
+                    for (int j = 0; j < half; ++j) v[j] = __fadd_rn(v[j], v[j + half]);
+                part[warp * PER_WARP + ((w * NT + n) * 4 + c) * 32 + lane] = v[0];
             }
     __syncthreads();
     for (int i = threadIdx.x; i < PER_WARP; i += blockDim.x) {
-        float v[8];
+        float v[NW];
 #pragma unroll
-        for (int l = 0; l < 8; ++l) v[l] = part[l * PER_WARP + i];
+        for (int l = 0; l < NW; ++l) v[l] = part[l * PER_WARP + i];
 #pragma unroll
-        for (int off = 4; off > 0; off >>= 1)
+        for (int off = NW / 2; off > 0; off >>= 1)
 #pragma unroll
             for (int l = 0; l < off; ++l) v[l] = __fadd_rn(v[l], v[l + off]);
         const int l = i & 31, c = (i >> 5) & 3, n = (i >> 7) % NT, w = (i >> 7) / NT;
@@ -211,7 +227,7 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
 }
 
 #define LINEAR_IMMA(name, T, F, NT)                                                                  \
-    extern "C" __global__ void __launch_bounds__(256)                                                \
+    extern "C" __global__ void __launch_bounds__(32 * QIMMA_WARPS)                                   \
         name(const float4* xd, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS, int m_base, \
              int mc) {                                                                               \
         linear_imma_impl<NT, F>(xd, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, m_base, mc, K, R); \
@@ -221,8 +237,8 @@ LINEAR_IMMA(linear_imma_q8_0_n1, u16, FMT_Q8_0, 1)
 LINEAR_IMMA(linear_imma_q8_0_n2, u16, FMT_Q8_0, 2)
 LINEAR_IMMA(linear_imma_q4_k_n1, u8, FMT_Q4_K, 1)
 LINEAR_IMMA(linear_imma_q4_k_n2, u8, FMT_Q4_K, 2)
-// 32 tokens by one row tile (64 accumulators a thread; two tiles would spill).
-#if QIMMA_TILES == 1
+// 32 tokens where a thread's accumulators stay at 64 (QIMMA_CPW · QIMMA_TILES ≤ 4; more spill).
+#if QIMMA_CPW * QIMMA_TILES <= 4
 LINEAR_IMMA(linear_imma_q8_0_n4, u16, FMT_Q8_0, 4)
 LINEAR_IMMA(linear_imma_q4_k_n4, u8, FMT_Q4_K, 4)
 #endif

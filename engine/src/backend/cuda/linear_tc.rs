@@ -128,7 +128,7 @@ impl CudaDevice {
     /// row has the bits the one-token kernel gives it. Slabs: at most QIMMA_SLAB tokens (default
     /// 256) and what [`IMMA_SCRATCH_BYTES`] holds at this k, a multiple of 32. Blocks: up to 8,
     /// 16 or 32 tokens (`_n1`, `_n2`, `_n4`; at most QIMMA_NT tiles of 8, default 4, and 2 with
-    /// more than one row tile) by
+    /// more than 64 accumulators a thread) by
     /// QIMMA_TILES tiles of 16 rows, 8 warps. Errors: another format, a k too large for the
     /// buffer, the buffer's allocation (out of device memory, or first use inside a CUDA graph
     /// capture), a launch failure.
@@ -141,22 +141,16 @@ impl CudaDevice {
         m: usize,
     ) -> Result<()> {
         let wt = self.define("QIMMA_TILES", 1).max(1);
-        // The 32-token entries exist for one row tile a block only (kernels/linear_int.cu).
-        let tiles_max = self
-            .define("QIMMA_NT", 4)
-            .clamp(1, if wt == 1 { 4 } else { 2 });
-        let nt: u32 = match m.div_ceil(8) {
-            1 => 1,
-            2 => 2,
-            _ => 4,
-        }
-        .min(if tiles_max >= 4 {
-            4
-        } else if tiles_max >= 2 {
-            2
-        } else {
-            1
-        });
+        // QIMMA_WARPS of kernels/linear_int.cu.
+        let nw: u32 = 8;
+        // The 32-token entries exist where a thread keeps at most 64 accumulators: 32 / warps
+        // classes by QIMMA_TILES row tiles at most 4 (kernels/linear_int.cu).
+        let nt_max = match self.define("QIMMA_NT", 4) {
+            n if n >= 4 && (32 / nw) * wt <= 4 => 4,
+            n if n >= 2 => 2,
+            _ => 1,
+        };
+        let nt: u32 = (m.div_ceil(8) as u32).next_power_of_two().min(nt_max);
         let func = match w.dtype {
             DType::Q8_0 => format!("linear_imma_q8_0_n{nt}"),
             DType::Q4_K => format!("linear_imma_q4_k_n{nt}"),
@@ -182,7 +176,7 @@ impl CudaDevice {
             format!("integer linear: k {k} needs {per_token} bytes of staged x per token")
         })?;
         let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
-        let smem = 8 * wt * nt * 512;
+        let smem = nw * wt * nt * 512;
         let stage = self.function("linear_int.cu", "stage_x_int")?;
         let f = self.function("linear_int.cu", &func)?;
         if smem > 48 << 10 {
@@ -244,7 +238,7 @@ impl CudaDevice {
                 .arg(&ci);
             let cfg = LaunchConfig {
                 grid_dim: ((mc as u32).div_ceil(8 * nt), tiles.div_ceil(wt), 1),
-                block_dim: (256, 1, 1),
+                block_dim: (32 * nw, 1, 1),
                 shared_mem_bytes: smem,
             };
             // SAFETY: the argument list is LINEAR_IMMA's (xd, q, h, bias, LIN_OUT_PARAMS, m_base,
