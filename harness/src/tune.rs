@@ -2,13 +2,13 @@
 //! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
 //! (DESIGN.md §4). What it sweeps:
 //!
-//! - `kernels` (CUDA only): `LIN_TOKENS`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt),
-//!   `LIN_WARPS`, `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`,
-//!   `NORM_THREADS` (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth), one at a time with the others
-//!   at their kept values; a knob keeps its default unless a candidate beats it beyond the
-//!   measured spread. Then `QLIN_INT`, kept only if it shortens a 512-token prompt's TTFT beyond
-//!   the spread without slowing bs=1 decode beyond it; then `cuda_graph_max_batch`, 0 against
-//!   32, by bs=1 decode tok/s.
+//! - `kernels` (CUDA only): first `QLIN_INT`, kept only if it shortens a 512-token prompt's
+//!   TTFT beyond the spread without slowing bs=1 decode beyond it; then `LIN_TOKENS`,
+//!   `QIMMA_TILES`, `QIMMA_PF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
+//!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
+//!   (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth), one at a time
+//!   with the others at their kept values; a knob keeps its default unless a candidate beats it
+//!   beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
 //!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
@@ -276,11 +276,52 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     let mut kernel_vals = BTreeMap::new();
     let mut defines: BTreeMap<String, String> = BTreeMap::new();
     if args.what.iter().any(|w| w == "kernels") && cuda {
+        // QLIN_INT (x as integer digits, integer tensor cores for M > 1): it changes the bits, so
+        // it must pay where it is for (TTFT of a 512-token prompt, better beyond the spread)
+        // without costing bs=1 decode (not worse beyond the spread).
+        let mut runs = Vec::new();
+        for v in [0u32, 1] {
+            let mut d = defines.clone();
+            d.insert("QLIN_INT".into(), v.to_string());
+            let blocks = (512 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
+            let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
+            let ttft = ttft_ms(&mut e, vocab, 512, reps)?;
+            let tok_s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
+            eprintln!(
+                "  QLIN_INT={v}: {:.1} ms TTFT, {:.1} tok/s",
+                stats(&ttft).0,
+                stats(&tok_s).0
+            );
+            runs.push((v, ttft, tok_s));
+        }
+        let (off, on) = (&runs[0], &runs[1]);
+        let keep_on = stats(&on.1).2 < stats(&off.1).1 && stats(&on.2).2 >= stats(&off.2).1;
+        let kept = if keep_on { on } else { off };
+        defines.insert("QLIN_INT".into(), kept.0.to_string());
+        kernel_vals.insert(
+            "QLIN_INT".into(),
+            tuned(
+                toml::Value::Integer(kept.0 as i64),
+                "TTFT of a 512-token prompt (1 must beat 0 beyond the spread while bs=1 decode \
+                 tok/s at depth 128 is not worse beyond it)"
+                    .into(),
+                "ms",
+                &kept.1,
+                runs.iter()
+                    .map(|(v, t, _)| (toml::Value::Integer(*v as i64), stats(t).0))
+                    .collect(),
+            ),
+        );
+    }
+    if args.what.iter().any(|w| w == "kernels") && cuda {
         // (define, candidates, the kernel's own default, what is measured: Some(depth) = decode
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 10] = [
+        // QIMMA_* act with QLIN_INT = 1 only (decided above).
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 12] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
+            ("QIMMA_TILES", &[1, 2], 1, None),
+            ("QIMMA_PF", &[0, 1], 1, None),
             ("LIN_ROWS", &[1, 2], 1, None),
             ("QLIN_MT", &[0, 1], 0, None),
             ("LIN_WARPS", &[2, 4, 8], 4, Some(128)),
@@ -365,44 +406,6 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 ),
             );
         }
-    }
-    if args.what.iter().any(|w| w == "kernels") && cuda {
-        // QLIN_INT (x as integer digits, integer tensor cores for M > 1): it changes the bits, so
-        // it must pay where it is for (TTFT of a 512-token prompt, better beyond the spread)
-        // without costing bs=1 decode (not worse beyond the spread).
-        let mut runs = Vec::new();
-        for v in [0u32, 1] {
-            let mut d = defines.clone();
-            d.insert("QLIN_INT".into(), v.to_string());
-            let blocks = (512 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
-            let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
-            let ttft = ttft_ms(&mut e, vocab, 512, reps)?;
-            let tok_s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
-            eprintln!(
-                "  QLIN_INT={v}: {:.1} ms TTFT, {:.1} tok/s",
-                stats(&ttft).0,
-                stats(&tok_s).0
-            );
-            runs.push((v, ttft, tok_s));
-        }
-        let (off, on) = (&runs[0], &runs[1]);
-        let keep_on = stats(&on.1).2 < stats(&off.1).1 && stats(&on.2).2 >= stats(&off.2).1;
-        let kept = if keep_on { on } else { off };
-        defines.insert("QLIN_INT".into(), kept.0.to_string());
-        kernel_vals.insert(
-            "QLIN_INT".into(),
-            tuned(
-                toml::Value::Integer(kept.0 as i64),
-                "TTFT of a 512-token prompt (1 must beat 0 beyond the spread while bs=1 decode \
-                 tok/s at depth 128 is not worse beyond it)"
-                    .into(),
-                "ms",
-                &kept.1,
-                runs.iter()
-                    .map(|(v, t, _)| (toml::Value::Integer(*v as i64), stats(t).0))
-                    .collect(),
-            ),
-        );
     }
     if args.what.iter().any(|w| w == "kernels") && cuda {
         // CUDA graphs: bs=1 decode with decode steps launched one kernel at a time (0) or
