@@ -35,6 +35,12 @@
 #define QIMMA_PF 1
 #endif
 
+// 1: a unit's B fragments and headers are loaded one step ahead (see linear_imma_impl); 0: when
+// their step starts.
+#ifndef QIMMA_BPF
+#define QIMMA_BPF 0
+#endif
+
 // Stages x as integer digits once per linear, for every block of the integer kernels to read:
 // x [m_base + tk, K] f32 -> xd [tk][nc][XI_CHUNK_F4] float4 (nc = ceil(K / 1024)), by the same
 // stage_digits as the lane kernels' shared-memory staging, so the digits and their meta are the
@@ -103,6 +109,28 @@ struct ImmaW {
     }
 };
 
+// One unit's B fragments (x's three digits, 8 tokens: this lane's token 8n + g, elements 8t ..
+// 8t+7) and the unit headers of this lane's two D-fragment tokens (Q8_0: only s is read).
+template <int F>
+struct ImmaB {
+    uint2 bx[3];
+    float4 meta[2];
+    __device__ __forceinline__ void load(const float4* __restrict__ xd, int tb, int tm0, int tm1, size_t tok_f4,
+                                         size_t cbase, int uc, int t) {
+        const u8* xt = reinterpret_cast<const u8*>(xd + tb * tok_f4 + cbase);
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+            bx[k] = __ldg(reinterpret_cast<const uint2*>(xt + ((2 * k + (t >> 1)) * 32 + uc) * 16 + 8 * (t & 1)));
+        const int tm[2] = {tm0, tm1};
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const float4* mp = xd + tm[c] * tok_f4 + cbase + XI_DIGIT_F4 + uc;
+            if (F == FMT_Q4_K) meta[c] = __ldg(mp);
+            else meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);
+        }
+    }
+};
+
 // xd: the slab's digits from stage_x_int ([mc][nc][XI_CHUNK_F4]); q, h: the lanes layout;
 // bias: [R] f32 or null; y: Outs, token m_base + i for slab token i. K % 32 == 0.
 // Grid: (ceil(mc / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the
@@ -138,46 +166,44 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
     for (int ci = 0; ci < nc; ++ci) {
         if (PF && ci + 1 < nc) nxt.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
         const size_t cbase = (size_t)ci * XI_CHUNK_F4;
+        // Step s = j·NT + n: unit j's B fragments and unit headers for token tile n. With
+        // QIMMA_BPF the next step's are loaded before this step's MMAs (two register sets), so
+        // the L2 round trip overlaps the work instead of preceding it. A chunk's record always
+        // holds all 32 units (zeros past K), so every load is in bounds.
+        ImmaB<F> bb[2];
+        if (QIMMA_BPF) bb[0].load(xd, tb[0], tm[0][0], tm[0][1], tok_f4, cbase, warp, t);
 #pragma unroll
-        for (int j = 0; j < CPW; ++j) {
+        for (int st = 0; st < CPW * NT; ++st) {
+            const int j = st / NT, n = st % NT;
             const int uc = warp + NW * j;
+            ImmaB<F>& b = bb[QIMMA_BPF ? (st & 1) : 0];
+            if (QIMMA_BPF && st + 1 < CPW * NT) {
+                const int n1 = (st + 1) % NT;
+                bb[(st + 1) & 1].load(xd, tb[n1], tm[n1][0], tm[n1][1], tok_f4, cbase, warp + NW * ((st + 1) / NT), t);
+            }
             if (32 * ci + uc >= nu) continue;
+            if (!QIMMA_BPF) b.load(xd, tb[n], tm[n][0], tm[n][1], tok_f4, cbase, uc, t);
 #pragma unroll
-            for (int n = 0; n < NT; ++n) {
-                const u8* xt = reinterpret_cast<const u8*>(xd + tb[n] * tok_f4 + cbase);
-                uint2 bx[3];
+            for (int w = 0; w < WT; ++w) {
+                int S[3][4];
 #pragma unroll
-                for (int k = 0; k < 3; ++k)
-                    bx[k] = __ldg(reinterpret_cast<const uint2*>(xt + ((2 * k + (t >> 1)) * 32 + uc) * 16 + 8 * (t & 1)));
-                float4 meta[2];
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const float4* mp = xd + tm[n][c] * tok_f4 + cbase + XI_DIGIT_F4 + uc;
-                    if (F == FMT_Q4_K) meta[c] = __ldg(mp);
-                    else meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);
+                for (int k = 0; k < 3; ++k) {
+                    S[k][0] = S[k][1] = S[k][2] = S[k][3] = 0;
+                    imma_s8(S[k], cur.a[j][w].x, cur.b[j][w].x, cur.a[j][w].y, cur.b[j][w].y, b.bx[k].x, b.bx[k].y);
                 }
 #pragma unroll
-                for (int w = 0; w < WT; ++w) {
-                    int S[3][4];
-#pragma unroll
-                    for (int k = 0; k < 3; ++k) {
-                        S[k][0] = S[k][1] = S[k][2] = S[k][3] = 0;
-                        imma_s8(S[k], cur.a[j][w].x, cur.b[j][w].x, cur.a[j][w].y, cur.b[j][w].y, bx[k].x, bx[k].y);
+                for (int c = 0; c < 4; ++c) {
+                    const float4 mt = b.meta[c & 1];
+                    const float d = c < 2 ? cur.da[j][w] : cur.db[j][w];
+                    float a = __fmaf_rn(__fmul_rn(d, mt.x), digits_combine(S[0][c], S[1][c], S[2][c]),
+                                        acc[j][w][n][c]);
+                    if (F == FMT_Q4_K) {
+                        const float ml = c < 2 ? cur.ma[j][w] : cur.mb[j][w];
+                        const float fx = digits_combine(__float_as_int(mt.y), __float_as_int(mt.z),
+                                                        __float_as_int(mt.w));
+                        a = __fmaf_rn(-__fmul_rn(ml, mt.x), fx, a);
                     }
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) {
-                        const float4 mt = meta[c & 1];
-                        const float d = c < 2 ? cur.da[j][w] : cur.db[j][w];
-                        float a = __fmaf_rn(__fmul_rn(d, mt.x), digits_combine(S[0][c], S[1][c], S[2][c]),
-                                            acc[j][w][n][c]);
-                        if (F == FMT_Q4_K) {
-                            const float ml = c < 2 ? cur.ma[j][w] : cur.mb[j][w];
-                            const float fx = digits_combine(__float_as_int(mt.y), __float_as_int(mt.z),
-                                                            __float_as_int(mt.w));
-                            a = __fmaf_rn(-__fmul_rn(ml, mt.x), fx, a);
-                        }
-                        acc[j][w][n][c] = a;
-                    }
+                    acc[j][w][n][c] = a;
                 }
             }
         }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 29] = [
+pub const KERNEL_DEFINES: [&str; 30] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -28,6 +28,7 @@ pub const KERNEL_DEFINES: [&str; 29] = [
     "QLIN_IMMA",
     "QIMMA_TILES",
     "QIMMA_PF",
+    "QIMMA_BPF",
     "QIMMA_NT",
     "QIMMA_SLAB",
     "QLIN_MT",
@@ -502,7 +503,7 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QLIN_MT, QTC and QTC_DB are switches
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC and QTC_DB are switches
             // (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
             let switch = matches!(
@@ -511,6 +512,7 @@ impl ConfigArgs {
                     | "QLIN_INT"
                     | "QLIN_IMMA"
                     | "QIMMA_PF"
+                    | "QIMMA_BPF"
                     | "QLIN_MT"
                     | "QTC"
                     | "QTC_DB"

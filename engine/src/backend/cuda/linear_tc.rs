@@ -15,7 +15,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 pub const XI_CHUNK_BYTES: u32 = 224 * 16;
 
 /// Bytes of a stream's buffer of x staged as integer digits for the integer tensor-core
-/// linears (`ceil(k / 1024)` · [`XI_CHUNK_BYTES`] per token): 16 MiB, 292 tokens at k = 14,336.
+/// linears (`ceil(k / 1024)` · [`XI_CHUNK_BYTES`] per token): 16 MiB, 334 tokens at k = 14,336.
 pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 
 /// Rows per tile: the m of the m16n8k16 MMA.
@@ -150,20 +150,24 @@ impl CudaDevice {
             n if n >= 2 => 2,
             _ => 1,
         };
-        let nt: u32 = (m.div_ceil(8) as u32).next_power_of_two().min(nt_max);
-        let func = match w.dtype {
-            DType::Q8_0 => format!("linear_imma_q8_0_n{nt}"),
-            DType::Q4_K => format!("linear_imma_q4_k_n{nt}"),
-            d => {
-                return Err(Error::Unsupported(format!(
-                    "integer tensor-core {}",
-                    d.name()
-                )))
-            }
+        // Token tiles per block for a slab of `mc` tokens (a token's order does not depend on
+        // it, so the tail slab takes its own).
+        let nt_for = |mc: usize| (mc.div_ceil(8) as u32).next_power_of_two().min(nt_max);
+        let func_for = |nt: u32| match w.dtype {
+            DType::Q8_0 => Ok(format!("linear_imma_q8_0_n{nt}")),
+            DType::Q4_K => Ok(format!("linear_imma_q4_k_n{nt}")),
+            d => Err(Error::Unsupported(format!(
+                "integer tensor-core {}",
+                d.name()
+            ))),
         };
+        func_for(1)?;
         let (k, r) = (w.cols, w.rows);
         let nc = k.div_ceil(1024);
         let per_token = nc * XI_CHUNK_BYTES as usize;
+        check(k > 0 && per_token <= IMMA_SCRATCH_BYTES, || {
+            format!("integer linear: k {k} needs {per_token} bytes of staged x per token")
+        })?;
         let slab_max = (self.define("QIMMA_SLAB", 256).max(1) as usize)
             .min(IMMA_SCRATCH_BYTES / per_token)
             .max(1);
@@ -172,16 +176,8 @@ impl CudaDevice {
         } else {
             slab_max
         };
-        check(per_token <= IMMA_SCRATCH_BYTES, || {
-            format!("integer linear: k {k} needs {per_token} bytes of staged x per token")
-        })?;
         let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
-        let smem = nw * wt * nt * 512;
         let stage = self.function("linear_int.cu", "stage_x_int")?;
-        let f = self.function("linear_int.cu", &func)?;
-        if smem > 48 << 10 {
-            self.grant_smem(&func, &f, smem)?;
-        }
         let aux = w.aux.as_ref().ok_or_else(|| {
             Error::InvalidArgument("integer linear: a lanes matrix without its headers".into())
         })?;
@@ -204,6 +200,13 @@ impl CudaDevice {
         while m_base < m {
             let mc = slab.min(m - m_base);
             let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
+            let nt = nt_for(mc);
+            let func = func_for(nt)?;
+            let f = self.function("linear_int.cu", &func)?;
+            let smem = nw * wt * nt * 512;
+            if smem > 48 << 10 {
+                self.grant_smem(&func, &f, smem)?;
+            }
             let mut b = self.stream().launch_builder(&stage);
             b.arg(x).arg(xd).arg(&bi).arg(&ki);
             let cfg = LaunchConfig {
