@@ -1,8 +1,10 @@
 // The paged KV cache: appending K/V rows, copying blocks, and attention over it for prefill,
 // decode and speculative verify alike (every query row is treated the same way).
 //
-// Cache layout, per layer: [num_blocks * block_size slots, n_kv_heads, head_dim] f32; position p
-// of a sequence lives in slot table[p / block_size] * block_size + p % block_size.
+// Cache layout, per layer: [num_blocks * block_size slots, n_kv_heads, head_dim] kv_t (f32, or
+// f16 with KV_F16 = 1: each value rounded to nearest-even once, when it is appended; attention
+// converts it back exactly); position p of a sequence lives in slot table[p / block_size] *
+// block_size + p % block_size.
 //
 // Reduction order (docs/DESIGN.md §3): a query row at position `pos` walks its keys in fixed
 // splits of ATTN_SPLIT positions aligned to multiples of ATTN_SPLIT (split s covers positions
@@ -18,15 +20,33 @@
 #define ATTN_SPLIT 256
 #endif
 
+#ifndef KV_F16
+#define KV_F16 0
+#endif
+#if KV_F16
+typedef __half kv_t;
+__device__ __forceinline__ kv_t to_kv(float x) { return __float2half_rn(x); }
+// Elements p[0 .. 4) as f32 (p 8-byte aligned: head_dim is a multiple of 4).
+__device__ __forceinline__ float4 kv_load4(const kv_t* p) {
+    const __half2* p2 = reinterpret_cast<const __half2*>(p);
+    const float2 a = __half22float2(p2[0]), b = __half22float2(p2[1]);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+#else
+typedef float kv_t;
+__device__ __forceinline__ kv_t to_kv(float x) { return x; }
+__device__ __forceinline__ float4 kv_load4(const kv_t* p) { return *reinterpret_cast<const float4*>(p); }
+#endif
+
 // kc/vc[slots[t] * width + i] = k/v[t * width + i]. k, v: [tokens, width] f32 (width =
 // n_kv_heads * head_dim). Grid: (tokens, ceil(width / blockDim)).
-extern "C" __global__ void kv_append_f32(const float* k, const float* v, float* kc, float* vc, const u32* slots,
+extern "C" __global__ void kv_append_f32(const float* k, const float* v, kv_t* kc, kv_t* vc, const u32* slots,
                                          int width) {
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= width) return;
     const size_t dst = (size_t)slots[blockIdx.x] * width + i;
-    kc[dst] = k[(size_t)blockIdx.x * width + i];
-    vc[dst] = v[(size_t)blockIdx.x * width + i];
+    kc[dst] = to_kv(k[(size_t)blockIdx.x * width + i]);
+    vc[dst] = to_kv(v[(size_t)blockIdx.x * width + i]);
 }
 
 // rope_f32 on q and k, then kv_append_f32 of the rotated k and of v, in one launch (the same
@@ -34,7 +54,7 @@ extern "C" __global__ void kv_append_f32(const float* k, const float* v, float* 
 // in place); kc/vc: one layer's cache; pos, slots: [tokens]; inv_freq: [hd / 2]. Grid: (tokens,
 // nh + nkv): block y < nh rotates q head y, the others rotate K head y - nh and append it and its
 // V head. Block: (hd / 2).
-extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v, float* kc, float* vc,
+extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v, kv_t* kc, kv_t* vc,
                                               const u32* pos, const u32* slots, const float* inv_freq, int nh,
                                               int nkv, int hd, int interleaved) {
     const int i = threadIdx.x, half = hd / 2;
@@ -51,15 +71,15 @@ extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v
     rope_pair(kr, pos[t], inv_freq, i, half, interleaved, a, b);
     const float* vr = v + (t * nkv + kvh) * hd;
     const size_t dst = ((size_t)slots[t] * nkv + kvh) * hd;
-    kc[dst + a] = kr[a];
-    kc[dst + b] = kr[b];
-    vc[dst + a] = vr[a];
-    vc[dst + b] = vr[b];
+    kc[dst + a] = to_kv(kr[a]);
+    kc[dst + b] = to_kv(kr[b]);
+    vc[dst + a] = to_kv(vr[a]);
+    vc[dst + b] = to_kv(vr[b]);
 }
 
-// Copies `n` floats of block `src` to block `dst` of a cache laid out in blocks of `n` floats.
+// Copies `n` values of block `src` to block `dst` of a cache laid out in blocks of `n` values.
 // Grid: (ceil(n / blockDim)).
-extern "C" __global__ void kv_copy_block_f32(float* c, int src, int dst, int n) {
+extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[(size_t)dst * n + i] = c[(size_t)src * n + i];
 }
@@ -82,7 +102,7 @@ struct AttnShared {
     float scratch[ATTN_SPLIT / 32];
 };
 
-__device__ __forceinline__ void attn_split_partial(const float* kc, const float* vc, const u32* tab, int s, int lo,
+__device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s, int lo,
                                                    int pos, int nkv, int kvh, int hd, int bs, float scale,
                                                    AttnShared& sh, float& m_out, float& l_out, float& a_out) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -102,10 +122,10 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
         acc[r] = 0.0f;
         if (ok[r]) {
             const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
-            const float4* kp = reinterpret_cast<const float4*>(kc + (slot * nkv + kvh) * hd);
+            const kv_t* kp = kc + (slot * nkv + kvh) * hd;
 #pragma unroll 8
             for (int c = sub; c < c4; c += 4) {
-                const float4 k = kp[c];
+                const float4 k = kv_load4(kp + 4 * c);
                 const float4 q = sh.qs[c];
                 acc[r] = __fmaf_rn(q.x, k.x, acc[r]);
                 acc[r] = __fmaf_rn(q.y, k.y, acc[r]);
@@ -140,7 +160,7 @@ __device__ __forceinline__ void attn_split_partial(const float* kc, const float*
         for (; j <= j1; j += groups) {
             const int pp = s * ATTN_SPLIT + j;
             const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
-            const float4 v = reinterpret_cast<const float4*>(vc + (slot * nkv + kvh) * hd)[c];
+            const float4 v = kv_load4(vc + (slot * nkv + kvh) * hd + 4 * c);
             const float w = sh.es[j];
             a.x = __fmaf_rn(w, v.x, a.x);
             a.y = __fmaf_rn(w, v.y, a.y);
@@ -182,7 +202,7 @@ __device__ __forceinline__ void attn_merge(bool first, float m, float l, float a
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
 // hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nh); block: (ATTN_SPLIT).
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
-attn_paged_f32(const float* q, const float* kc, const float* vc, float* out, const u32* row_pos,
+attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
     __shared__ AttnShared sh;
@@ -209,7 +229,7 @@ attn_paged_f32(const float* q, const float* kc, const float* vc, float* out, con
 // attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
 // Grid: (rows, nh, nz); block: (ATTN_SPLIT).
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
-attn_split_f32(const float* q, const float* kc, const float* vc, float* part, const u32* row_pos,
+attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {
     __shared__ AttnShared sh;

@@ -63,6 +63,9 @@ pub struct Config {
     pub kv_block_size: usize,
     /// KV cache size in MiB.
     pub kv_cache_mib: usize,
+    /// KV cache values: "f32", or "f16" (each K/V value rounded to IEEE binary16 when it is
+    /// appended; on CUDA stored in 2 bytes, halving the cache's bytes and its reads at depth).
+    pub kv_cache_dtype: String,
     /// Most prompt tokens per prefill forward.
     pub prefill_chunk: usize,
     /// CUDA toolkit directory whose `include/` holds the headers NVRTC needs (besides
@@ -220,6 +223,7 @@ impl Default for Config {
             threads: 0,
             kv_block_size: 16,
             kv_cache_mib: 512,
+            kv_cache_dtype: "f32".into(),
             prefill_chunk: 512,
             cuda_home: std::env::var_os("CUDA_HOME")
                 .or_else(|| std::env::var_os("CUDA_PATH"))
@@ -249,7 +253,7 @@ fn default_cache_dir() -> PathBuf {
 #[derive(Debug, Clone, Args, Default)]
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
-    /// kv_block_size, kv_cache_mib, prefill_chunk, cuda_home, cuda_device,
+    /// kv_block_size, kv_cache_mib, kv_cache_dtype, prefill_chunk, cuda_home, cuda_device,
     /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, spec_max_running,
     /// spec_min_acceptance, spec_row_cost, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
@@ -287,6 +291,9 @@ pub struct ConfigArgs {
     /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
     #[arg(long, global = true)]
     pub kv_cache_mib: Option<usize>,
+    /// KV cache values: f32, or f16 (rounded on append; half the bytes on CUDA) [default: f32].
+    #[arg(long, global = true)]
+    pub kv_cache_dtype: Option<String>,
     /// Most prompt tokens per prefill forward [default: 512].
     #[arg(long, global = true)]
     pub prefill_chunk: Option<usize>,
@@ -379,6 +386,7 @@ impl ConfigArgs {
                 self.gpu_memory_utilization.is_some(),
             ),
             ("kv_cache_mib", self.kv_cache_mib.is_some()),
+            ("kv_cache_dtype", self.kv_cache_dtype.is_some()),
             ("cuda_graph_max_batch", self.cuda_graph_max_batch.is_some()),
             ("prefill_chunk", self.prefill_chunk.is_some()),
             ("serve.host", self.host.is_some()),
@@ -446,6 +454,9 @@ impl ConfigArgs {
         if let Some(v) = self.kv_cache_mib {
             c.kv_cache_mib = v;
         }
+        if let Some(v) = &self.kv_cache_dtype {
+            c.kv_cache_dtype = v.clone();
+        }
         if let Some(v) = self.cuda_graph_max_batch {
             c.cuda_graph_max_batch = v;
         }
@@ -496,6 +507,13 @@ impl ConfigArgs {
         }
         if c.kv_block_size == 0 || c.prefill_chunk == 0 || c.kv_cache_mib == 0 {
             anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
+        }
+        if !matches!(c.kv_cache_dtype.as_str(), "f32" | "f16") {
+            anyhow::bail!(
+                "kv_cache_dtype must be f32 or f16 (got {:?}, from {})",
+                c.kv_cache_dtype,
+                c.source("kv_cache_dtype")
+            );
         }
         for (k, v) in &c.kernel_defines {
             if !KERNEL_DEFINES.contains(&k.as_str()) {
@@ -683,6 +701,31 @@ mod tests {
             let e = resolve(bad).expect_err(bad);
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn kv_cache_dtype_is_f32_or_f16() {
+        assert_eq!(Config::default().kv_cache_dtype, "f32");
+        let with = |v: &str| {
+            ConfigArgs {
+                kv_cache_dtype: Some(v.into()),
+                ..Default::default()
+            }
+            .resolve()
+            .map_err(|e| format!("{e:#}"))
+        };
+        let c = with("f16").unwrap();
+        assert_eq!(
+            (c.kv_cache_dtype.as_str(), c.source("kv_cache_dtype")),
+            ("f16", "flag")
+        );
+        let e = with("bf16").unwrap_err();
+        assert!(e.contains("kv_cache_dtype must be f32 or f16"), "{e}");
+        // The CUDA kernels see it as KV_F16.
+        let opts = crate::backends::kernel_options(&c, &[]);
+        assert_eq!(opts.defines.get("KV_F16").map(String::as_str), Some("1"));
+        let plain = crate::backends::kernel_options(&Config::default(), &[]);
+        assert!(!plain.defines.contains_key("KV_F16"));
     }
 
     #[test]

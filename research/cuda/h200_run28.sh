@@ -10,6 +10,11 @@
 #    leave it: the script picks QIMMA_BPF=1 if its self-check passed).
 # 4. bs=1/8/32 decode and a 1,024-token TTFT, Q8_0, defaults against WIN (interleaved by
 #    invocation order, N = 3 each).
+# 5. The f16 KV cache (kv_cache_dtype = "f16", written in the seventh session, not yet run):
+#    self-check (its attention rows against the CPU on f16-rounded values), the tiny CUDA lane
+#    (hf-parity is expected red, as on the CPU: max |dlogit| 6e-3 against 5e-4; every Level A
+#    gate must stay green), then bs=1 Q8_0 decode at depth 128 and 8,192, f32 against f16
+#    (target 5: the f32 cache costs 21% at 8k).
 # Usage: h200_run28.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -38,4 +43,16 @@ for c in "" "--config $WIN"; do
   timeout 60 $B --backend cuda $c bench ttft --model synth:llama-3.1-8b:q8_0 --prompt-len 1024 \
     --reps 3 --out "$O/bench.jsonl" 2>&1 | tail -1 | tee -a "$L"
 done
+step "self-check kv f16"; $B --kv-cache-dtype f16 probe --self-check > "$O/selfcheck-kvf16.txt" 2>&1
+grep -E "attn|self-check|FAIL|rror" "$O/selfcheck-kvf16.txt" | tee -a "$L"
+if grep -q "self-check: PASS" "$O/selfcheck-kvf16.txt"; then
+  step "gates tiny kv f16"
+  $B --kv-cache-dtype f16 gate --lane cuda --only tiny --json "$O/gates-kvf16.jsonl" > "$O/gates-kvf16.txt" 2>&1
+  grep -E "gates run|RED" "$O/gates-kvf16.txt" | tee -a "$L"
+  for kv in f32 f16; do
+    step "decode bs=1 depth 128,8192 q8_0 kv $kv"
+    timeout 150 $B --backend cuda --kv-cache-dtype $kv bench decode --model synth:llama-3.1-8b:q8_0 --batch 1 \
+      --depth 128,8192 --new-tokens 256 --reps 3 --out "$O/bench.jsonl" 2>&1 | tail -2 | tee -a "$L"
+  done
+fi
 step done

@@ -71,8 +71,9 @@ pub struct Env {
     pub weight_bytes: usize,
     pub kv_bytes_per_token: usize,
     pub threads: usize,
-    /// CUDA: the engine settings a figure depends on (`cuda_graph_max_batch`, the kernel
-    /// defines set in the configuration); `None` on the CPU.
+    /// The engine settings a figure depends on. CUDA: `cuda_graph_max_batch`, the kernel
+    /// defines set in the configuration, `kv_cache_dtype`; CPU: `kv_cache_dtype` when it is
+    /// "f16", else `None`.
     pub settings: Option<serde_json::Value>,
 }
 
@@ -97,7 +98,7 @@ pub struct Row {
     pub bw_fraction: Option<f64>,
     pub weight_bytes: usize,
     pub host_threads: usize,
-    /// CUDA engine settings of the run (see [`Env::settings`]).
+    /// Engine settings of the run (see [`Env::settings`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<serde_json::Value>,
     /// An anchor measured in the same run (none yet for this scenario).
@@ -140,14 +141,27 @@ impl Env {
                 .map_or("?", |l| l.w_gate.dtype().name())
                 .into(),
             weight_bytes: m.weight_bytes(),
-            kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config),
+            // The f16 cache is 2 bytes a value on CUDA; the CPU keeps f32 storage.
+            kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config)
+                / if cuda && cfg.kv_cache_dtype == "f16" {
+                    2
+                } else {
+                    1
+                },
             threads,
-            settings: cuda.then(|| {
-                serde_json::json!({
-                    "cuda_graph_max_batch": cfg.cuda_graph_max_batch,
-                    "kernel_defines": cfg.kernel_defines,
+            settings: cuda
+                .then(|| {
+                    serde_json::json!({
+                        "cuda_graph_max_batch": cfg.cuda_graph_max_batch,
+                        "kernel_defines": cfg.kernel_defines,
+                        "kv_cache_dtype": cfg.kv_cache_dtype,
+                    })
                 })
-            }),
+                // A CPU row says so only when its KV values were rounded to f16 (its own cell).
+                .or_else(|| {
+                    (cfg.kv_cache_dtype == "f16")
+                        .then(|| serde_json::json!({ "kv_cache_dtype": "f16" }))
+                }),
         })
     }
 

@@ -270,18 +270,22 @@ fn to_rows(df: &DataFrame) -> Result<Vec<Row>> {
 
 /// The suffix that tells a row's kernels apart when they compute different bits from the
 /// defaults: " QTC=1" when the row's `settings.kernel_defines` had QTC = "1" (the tensor-core
-/// linear kernels), else "". Speed-only knobs (tile sizes, warps) keep the cell.
+/// linear kernels), " KV f16" when its `settings.kv_cache_dtype` was "f16", else "".
+/// Speed-only knobs (tile sizes, warps) keep the cell.
 fn kernel_variant(settings: Option<&str>) -> String {
     let s = parse_object(settings);
     let qtc = s
         .get("kernel_defines")
         .and_then(|k| k.get("QTC"))
         .and_then(Value::as_str);
+    let mut v = String::new();
     if qtc == Some("1") {
-        " QTC=1".into()
-    } else {
-        String::new()
+        v.push_str(" QTC=1");
     }
+    if s.get("kv_cache_dtype").and_then(Value::as_str) == Some("f16") {
+        v.push_str(" KV f16");
+    }
+    v
 }
 
 /// A nested value read back from polars' text rendering of it.
@@ -363,10 +367,14 @@ mod tests {
     }
 
     #[test]
-    fn boards_kernel_variant_splits_qtc_rows_only() {
+    fn boards_kernel_variant_splits_qtc_and_kv_f16_rows() {
         let qtc =
             r#"{"cuda_graph_max_batch": 32, "kernel_defines": {"QTC": "1", "LIN_WARPS": "4"}}"#;
         assert_eq!(kernel_variant(Some(qtc)), " QTC=1");
+        let kv = r#"{"kv_cache_dtype": "f16", "kernel_defines": {"QTC": "1"}}"#;
+        assert_eq!(kernel_variant(Some(kv)), " QTC=1 KV f16");
+        let kv32 = r#"{"kv_cache_dtype": "f32", "kernel_defines": {}}"#;
+        assert_eq!(kernel_variant(Some(kv32)), "");
         let speed_only = r#"{"kernel_defines": {"QTC": "0", "QLIN_M1_WARPS": "16"}}"#;
         assert_eq!(kernel_variant(Some(speed_only)), "");
         assert_eq!(kernel_variant(None), "");

@@ -96,9 +96,11 @@ fn top2_margin(l: &[f32]) -> f32 {
     a - b
 }
 
-/// Which backend the gates run on: the CPU reference, or the process's CUDA device.
+/// Which backend the gates run on: the CPU reference (`kv_f16`: its KV values rounded to f16,
+/// `kv_cache_dtype = "f16"`), or the process's CUDA device (whose kernel options carry the
+/// configuration's KV dtype).
 pub enum Lane {
-    Cpu,
+    Cpu { kv_f16: bool },
     Cuda(Arc<crate::backends::CudaPool>),
 }
 
@@ -137,9 +139,10 @@ pub fn lane_backend(
     graphed: bool,
 ) -> memra_engine::Result<Box<dyn Backend>> {
     let split_canary = canary == BackendCanary::ShapeDependentSplit;
-    match LANE.get().unwrap_or(&Lane::Cpu) {
-        Lane::Cpu => {
+    match LANE.get().unwrap_or(&Lane::Cpu { kv_f16: false }) {
+        &Lane::Cpu { kv_f16 } => {
             let b = CpuBackend::new(model.clone(), blocks, BLOCK_SIZE);
+            let b = if kv_f16 { b.with_kv_f16() } else { b };
             Ok(Box::new(if split_canary {
                 b.with_shape_dependent_split()
             } else {

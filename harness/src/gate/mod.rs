@@ -75,7 +75,9 @@ impl Outcome {
 /// Runs `memra gate`.
 pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
     match args.lane.as_str() {
-        "cpu" => arms::set_lane(arms::Lane::Cpu),
+        "cpu" => arms::set_lane(arms::Lane::Cpu {
+            kv_f16: cfg.kv_cache_dtype == "f16",
+        }),
         "cuda" => arms::set_lane(arms::Lane::Cuda(crate::backends::CudaPool::get(cfg)?)),
         other => bail!("unknown lane {other:?} (cpu or cuda)"),
     }

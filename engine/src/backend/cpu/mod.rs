@@ -12,7 +12,8 @@ use crate::quant::QuantMatrix;
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// CPU backend over a loaded model with a paged f32 KV cache.
+/// CPU backend over a loaded model with a paged f32 KV cache (its values optionally rounded to
+/// f16 as they are appended: [`CpuBackend::with_kv_f16`]).
 pub struct CpuBackend {
     model: Arc<Model>,
     block_size: usize,
@@ -24,6 +25,8 @@ pub struct CpuBackend {
     rope_local: Option<ops::Rope>,
     /// Canary: split-K chosen by shape (see [`CpuBackend::with_shape_dependent_split`]).
     split_k_canary: bool,
+    /// Round appended K/V values to f16 (see [`CpuBackend::with_kv_f16`]).
+    kv_f16: bool,
 }
 
 /// One row of the step: which sequence chunk, its position and KV location.
@@ -50,7 +53,16 @@ impl CpuBackend {
             rope_global,
             rope_local,
             split_k_canary: false,
+            kv_f16: false,
         }
+    }
+
+    /// The KV cache keeps only what an f16 cache would: every appended K and V value is rounded
+    /// to f16 (IEEE 754 binary16, nearest-even) and back, the values the CUDA backend's
+    /// `KV_F16 = 1` cache stores (`kv_cache_dtype = "f16"`). Storage stays f32 here.
+    pub fn with_kv_f16(mut self) -> Self {
+        self.kv_f16 = true;
+        self
     }
 
     /// A deliberately broken backend for gate canaries: when a pass holds more than one row, every
@@ -237,6 +249,11 @@ impl Backend for CpuBackend {
             for (ri, &s) in slots.iter().enumerate() {
                 kc[s..s + nkv * hd].copy_from_slice(&k[ri * nkv * hd..(ri + 1) * nkv * hd]);
                 vc[s..s + nkv * hd].copy_from_slice(&v[ri * nkv * hd..(ri + 1) * nkv * hd]);
+                if self.kv_f16 {
+                    let round = |x: &mut f32| *x = half::f16::from_f32(*x).to_f32();
+                    kc[s..s + nkv * hd].iter_mut().for_each(round);
+                    vc[s..s + nkv * hd].iter_mut().for_each(round);
+                }
             }
             let (kc, vc) = (&self.k[li], &self.v[li]);
             let mut attn = vec![0f32; t * nh * hd];

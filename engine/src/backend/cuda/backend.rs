@@ -184,19 +184,21 @@ impl CudaWeights {
     }
 }
 
-/// Bytes of KV cache per token position (all layers, K and V, f32).
-pub fn kv_bytes_per_token(c: &ModelConfig) -> usize {
-    2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+/// Bytes of KV cache per token position (all layers, K and V) at `value_bytes` a value (4 for
+/// f32, 2 with `KV_F16 = 1`; see [`CudaDevice::kv_value_bytes`]).
+pub fn kv_bytes_per_token(c: &ModelConfig, value_bytes: usize) -> usize {
+    2 * c.n_layers * c.n_kv_heads * c.head_dim * value_bytes
 }
 
-/// The GPU backend: shared weights, a paged f32 KV cache, one stream.
+/// The GPU backend: shared weights, a paged KV cache (f32, or f16 with `KV_F16 = 1`), one stream.
 pub struct CudaBackend {
     dev: Arc<CudaDevice>,
     model: Arc<Model>,
     w: Arc<CudaWeights>,
     block_size: usize,
     num_blocks: usize,
-    /// Per layer, `[num_blocks * block_size, n_kv_heads, head_dim]` f32.
+    /// Per layer, `[num_blocks * block_size, n_kv_heads, head_dim]` f32, or that many f16
+    /// values packed two to a float with `KV_F16 = 1` (kernels/attention.cu `kv_t`).
     k: Vec<CudaSlice<f32>>,
     v: Vec<CudaSlice<f32>>,
     split_canary: bool,
@@ -217,7 +219,9 @@ impl CudaBackend {
         block_size: usize,
     ) -> Result<CudaBackend> {
         let c = &model.config;
-        let per_layer = num_blocks * block_size * c.n_kv_heads * c.head_dim;
+        // f32 words per layer (head_dim is even, so f16 values pair up exactly).
+        let per_layer =
+            num_blocks * block_size * c.n_kv_heads * c.head_dim * dev.kv_value_bytes() / 4;
         let mut k = Vec::with_capacity(c.n_layers);
         let mut v = Vec::with_capacity(c.n_layers);
         for _ in 0..c.n_layers {
@@ -252,7 +256,7 @@ impl CudaBackend {
         let (free, total) = dev.context().mem_get_info().map_err(super::drv)?;
         let in_use = total - free;
         let budget = (total as f64 * fraction) as usize;
-        let per_block = kv_bytes_per_token(config) * block_size;
+        let per_block = kv_bytes_per_token(config, dev.kv_value_bytes()) * block_size;
         let left = budget.saturating_sub(in_use + reserve_bytes);
         let blocks = left / per_block.max(1);
         if blocks < 4 {

@@ -229,6 +229,16 @@ impl CudaDevice {
         &self.ctx
     }
 
+    /// Bytes of one KV-cache value: 2 when the defines set `KV_F16 = 1` (an f16 cache,
+    /// kernels/attention.cu), else 4 (f32).
+    pub fn kv_value_bytes(&self) -> usize {
+        if self.define("KV_F16", 0) == 1 {
+            2
+        } else {
+            4
+        }
+    }
+
     /// A tuned constant from the options' defines, or `default` (the value the `.cu` file assumes
     /// when the define is absent).
     pub fn define(&self, name: &str, default: u32) -> u32 {

@@ -489,8 +489,9 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             table.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
         let width = nkv * hd;
-        let kc = rng.vec(nblocks * bs * width, -1.0, 1.0);
-        let vc = rng.vec(nblocks * bs * width, -1.0, 1.0);
+        let mut kc = rng.vec(nblocks * bs * width, -1.0, 1.0);
+        let mut vc = rng.vec(nblocks * bs * width, -1.0, 1.0);
+        let (kc_dev, vc_dev) = (kv_cache_image(dev, &mut kc), kv_cache_image(dev, &mut vc));
         // Query rows at these positions (one sequence).
         let positions = [0usize, 5, 255, 256, 511, 699];
         let q = rng.vec(positions.len() * nh * hd, -1.0, 1.0);
@@ -515,8 +516,8 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             }
         }
         let s = dev.stream();
-        let kd = s.clone_htod(&kc).map_err(drv)?;
-        let vd = s.clone_htod(&vc).map_err(drv)?;
+        let kd = s.clone_htod(&kc_dev).map_err(drv)?;
+        let vd = s.clone_htod(&vc_dev).map_err(drv)?;
         // path 0: one block walks the splits; 1: split-parallel; 2: split-parallel into a
         // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it).
         let run = |rows: &[usize], path: u8| -> Result<Vec<f32>> {
@@ -753,4 +754,27 @@ pub fn render(rows: &[CheckRow]) -> String {
         format!("self-check: FAIL ({bad} of {} checks)\n", rows.len())
     };
     s
+}
+
+/// A KV cache's contents as the device stores them (kernels/attention.cu `kv_t`): `vals` as
+/// f32, or with `KV_F16 = 1` each value rounded to f16 (nearest-even, as `__float2half_rn`; the
+/// rounded values are written back into `vals` for the CPU reference) and packed two to a word,
+/// the even element in the low half.
+fn kv_cache_image(dev: &CudaDevice, vals: &mut [f32]) -> Vec<f32> {
+    if dev.kv_value_bytes() == 4 {
+        return vals.to_vec();
+    }
+    let bits: Vec<u16> = vals
+        .iter_mut()
+        .map(|v| {
+            let h = half::f16::from_f32(*v);
+            *v = h.to_f32();
+            h.to_bits()
+        })
+        .collect();
+    bits.chunks(2)
+        .map(|p| {
+            f32::from_bits(u32::from(p[0]) | (u32::from(p.get(1).copied().unwrap_or(0)) << 16))
+        })
+        .collect()
 }
