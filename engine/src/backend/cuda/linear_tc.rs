@@ -4,7 +4,7 @@
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
-use super::ops::{check, i32_of, DevMatrix, WeightLayout};
+use super::ops::{check, i32_of, push_bias_outs, DevMatrix, WeightLayout};
 use super::{drv, CudaDevice};
 use crate::error::{Error, Result};
 use crate::quant::DType;
@@ -219,19 +219,7 @@ impl CudaDevice {
             unsafe { b.launch(cfg) }.map_err(drv)?;
             let mut b = self.stream().launch_builder(&f);
             b.arg(xd).arg(&w.data).arg(aux);
-            match &w.bias {
-                Some(bias) => b.arg(bias),
-                None => b.arg(&null),
-            };
-            let mut outs = ys.iter_mut();
-            let y0 = outs.next().expect("checked: 1..=3 outputs");
-            b.arg(&mut **y0);
-            for y in [outs.next(), outs.next()] {
-                match y {
-                    Some(y) => b.arg(&mut **y),
-                    None => b.arg(&null),
-                };
-            }
+            push_bias_outs(&mut b, &w.bias, ys, &null);
             b.arg(&r0)
                 .arg(&r1)
                 .arg(&mi)

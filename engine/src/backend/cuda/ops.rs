@@ -166,6 +166,30 @@ fn fmt_suffix(d: DType) -> String {
     d.name().to_lowercase()
 }
 
+/// Pushes what every linear entry takes after its weights: the bias (or a null pointer) and the
+/// three outputs `y, y1, y2` of `LIN_OUT_PARAMS` (kernels/common.cuh), the unused ones null.
+/// `ys` holds 1 to 3 outputs (checked by [`CudaDevice::linear_split`]).
+pub(super) fn push_bias_outs<'a>(
+    b: &mut cudarc::driver::LaunchArgs<'a>,
+    bias: &'a Option<CudaSlice<f32>>,
+    ys: &'a mut [&mut CudaSlice<f32>],
+    null: &'a u64,
+) {
+    match bias {
+        Some(bias) => b.arg(bias),
+        None => b.arg(null),
+    };
+    let mut outs = ys.iter_mut();
+    let y0 = outs.next().expect("checked: 1..=3 outputs");
+    b.arg(&mut **y0);
+    for y in [outs.next(), outs.next()] {
+        match y {
+            Some(y) => b.arg(&mut **y),
+            None => b.arg(null),
+        };
+    }
+}
+
 pub(super) fn check(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
@@ -528,19 +552,7 @@ impl CudaDevice {
                 b.arg(&null);
             }
         }
-        match &w.bias {
-            Some(bias) => b.arg(bias),
-            None => b.arg(&null),
-        };
-        let mut outs = ys.iter_mut();
-        let y0 = outs.next().expect("checked: 1..=3 outputs");
-        b.arg(&mut **y0);
-        for y in [outs.next(), outs.next()] {
-            match y {
-                Some(y) => b.arg(&mut **y),
-                None => b.arg(&null),
-            };
-        }
+        push_bias_outs(&mut b, &w.bias, ys, &null);
         b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
         if raw {
             b.arg(&row_bytes);
