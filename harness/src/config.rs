@@ -291,7 +291,8 @@ pub struct ConfigArgs {
     /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
     #[arg(long, global = true)]
     pub kv_cache_mib: Option<usize>,
-    /// KV cache values: f32, or f16 (rounded on append; half the bytes on CUDA) [default: f32].
+    /// KV cache values: f32, or f16 (rounded on append; 2 bytes a value on CUDA, stored as f32 on
+    /// the CPU) [default: f32].
     #[arg(long, global = true)]
     pub kv_cache_dtype: Option<String>,
     /// Most prompt tokens per prefill forward [default: 512].
