@@ -27,7 +27,7 @@ pub fn kernel_options(cfg: &Config, extra: &[PathBuf]) -> KernelOptions {
         ..KernelOptions::default()
     };
     // kv_cache_dtype = "f16": the attention kernels' 2-byte cache (kernels/attention.cu KV_F16).
-    if cfg.kv_cache_dtype == "f16" {
+    if cfg.kv_f16() {
         opts.defines.insert("KV_F16".into(), "1".into());
     }
     let mut include = extra.to_vec();
@@ -195,7 +195,7 @@ pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, Backe
     // At least one full context's worth is not required; at least a few blocks are.
     let blocks = ((cfg.kv_cache_mib << 20) / per_block).max(4);
     let model = model.clone();
-    let kv_f16 = cfg.kv_cache_dtype == "f16";
+    let kv_f16 = cfg.kv_f16();
     let make: BackendFactory = Box::new(move || {
         let b = CpuBackend::new(model, blocks, block_size);
         Ok(Box::new(if kv_f16 { b.with_kv_f16() } else { b }) as Box<dyn Backend>)

@@ -108,6 +108,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether the KV cache holds f16 values (`kv_cache_dtype = "f16"`, checked at resolve).
+    pub fn kv_f16(&self) -> bool {
+        self.kv_cache_dtype == "f16"
+    }
+
     /// Where `key`'s value came from.
     pub fn source(&self, key: &str) -> &str {
         self.sources.get(key).map_or(BUILT_IN, String::as_str)

@@ -143,11 +143,7 @@ impl Env {
             weight_bytes: m.weight_bytes(),
             // The f16 cache is 2 bytes a value on CUDA; the CPU keeps f32 storage.
             kv_bytes_per_token: CpuBackend::kv_bytes_per_token(&m.config)
-                / if cuda && cfg.kv_cache_dtype == "f16" {
-                    2
-                } else {
-                    1
-                },
+                / if cuda && cfg.kv_f16() { 2 } else { 1 },
             threads,
             settings: cuda
                 .then(|| {
@@ -159,7 +155,7 @@ impl Env {
                 })
                 // A CPU row says so only when its KV values were rounded to f16 (its own cell).
                 .or_else(|| {
-                    (cfg.kv_cache_dtype == "f16")
+                    cfg.kv_f16()
                         .then(|| serde_json::json!({ "kv_cache_dtype": "f16" }))
                 }),
         })

@@ -76,7 +76,7 @@ impl Outcome {
 pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
     match args.lane.as_str() {
         "cpu" => arms::set_lane(arms::Lane::Cpu {
-            kv_f16: cfg.kv_cache_dtype == "f16",
+            kv_f16: cfg.kv_f16(),
         }),
         "cuda" => arms::set_lane(arms::Lane::Cuda(crate::backends::CudaPool::get(cfg)?)),
         other => bail!("unknown lane {other:?} (cpu or cuda)"),

@@ -161,7 +161,7 @@ impl CudaDevice {
                 d.name()
             ))),
         };
-        func_for(1)?;
+        func_for(1)?; // another format is refused before anything is staged
         let (k, r) = (w.cols, w.rows);
         let nc = k.div_ceil(1024);
         let per_token = nc * XI_CHUNK_BYTES as usize;
