@@ -26,11 +26,13 @@
 #if KV_F16
 typedef __half kv_t;
 __device__ __forceinline__ kv_t to_kv(float x) { return __float2half_rn(x); }
-// Elements p[0 .. 4) as f32 (p 8-byte aligned: head_dim is a multiple of 4).
+// Elements p[0 .. 4) as f32 (p 8-byte aligned: head_dim is a multiple of 4), one 8-byte load.
+__device__ __forceinline__ float kv_half(u32 w, int hi) {
+    return __half2float(__ushort_as_half((unsigned short)(hi ? w >> 16 : w & 0xffffu)));
+}
 __device__ __forceinline__ float4 kv_load4(const kv_t* p) {
-    const __half2* p2 = reinterpret_cast<const __half2*>(p);
-    const float2 a = __half22float2(p2[0]), b = __half22float2(p2[1]);
-    return make_float4(a.x, a.y, b.x, b.y);
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    return make_float4(kv_half(w.x, 0), kv_half(w.x, 1), kv_half(w.y, 0), kv_half(w.y, 1));
 }
 #else
 typedef float kv_t;
@@ -84,27 +86,71 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
     if (i < n) c[(size_t)dst * n + i] = c[(size_t)src * n + i];
 }
 
-// One split's partial softmax-attention for (row, head): m = the split's max score, l = sum of
-// exp(score - m), a[d] = sum of exp(score - m) * v[d]; thread tid < hd returns a[tid] (other threads'
-// `a` is 0), every thread returns m and l. Positions lo ..= pos only; split s covers positions
-// s*ATTN_SPLIT .. s*ATTN_SPLIT + ATTN_SPLIT - 1. head_dim must be a multiple of 4.
-// Order: a position's score is 4 lanes' partial dots — lane r of the 4 takes the float4 columns
-// c = r, r + 4, r + 8, ... (elements 4c .. 4c+3, increasing) — added by a two-step xor tree, times
-// scale; m and l by block_max / block_sum; a[d] as G = ATTN_SPLIT / (hd / 4) position groups
-// (group g: positions j = g, g + G, ..., increasing; each thread one float4 column of v) added in
-// increasing g. All arithmetic is spelled out (__fmaf_rn, __fmul_rn, ...) so the fused and the
-// split-parallel kernels below, which both inline this function, round identically. The layout
-// keeps many independent 16-byte loads in flight per thread (decode attention is latency-bound).
+// Query heads per attention block (grouped-query attention): a block takes up to ATTN_HEADS heads
+// of one KV head's group and reads each key and value once for all of them. Every head's
+// arithmetic is the same whatever the count (each head's operations below are the one-head
+// kernel's, in its order), so it changes speed, never bits.
+#ifndef ATTN_HEADS
+#define ATTN_HEADS 1
+#endif
+#define GT ATTN_HEADS
+
+// One split's partial softmax-attention for (row, the block's heads): per head h < GT, m = the
+// split's max score, l = sum of exp(score - m), a[d] = sum of exp(score - m) * v[d]. Thread tid
+// returns every head's m and l, and threads tid < hd each head's a[tid] (other threads' `a` is 0). Positions lo ..= pos only;
+// split s covers positions s*ATTN_SPLIT .. s*ATTN_SPLIT + ATTN_SPLIT - 1. head_dim must be a
+// multiple of 4. Order, per head: a position's score is 4 lanes' partial dots — lane r of the 4
+// takes the float4 columns c = r, r + 4, r + 8, ... (elements 4c .. 4c+3, increasing) — added by
+// a two-step xor tree, times scale; m and l by block_max / block_sum's trees; a[d] as
+// G = ATTN_SPLIT / (hd / 4) position groups (group g: positions j = g, g + G, ..., increasing;
+// each thread one float4 column of v) added in increasing g. All arithmetic is spelled out
+// (__fmaf_rn, __fmul_rn, ...) so the fused and the split-parallel kernels below, which both
+// inline this function, round identically. The layout keeps many independent loads in flight
+// per thread (decode attention is latency-bound).
 struct AttnShared {
-    float4 qs[ATTN_SPLIT / 4];
-    float es[ATTN_SPLIT];
-    float4 part[ATTN_SPLIT];
-    float scratch[ATTN_SPLIT / 32];
+    float4 qs[GT][ATTN_SPLIT / 4];
+    float es[GT][ATTN_SPLIT];
+    float4 part[GT][ATTN_SPLIT];
+    float scratch[GT][ATTN_SPLIT / 32];
 };
+
+// block_max and block_sum (common.cuh) of GT values a thread at once: the same trees, one set
+// of barriers.
+__device__ __forceinline__ void block_max_gt(float (&v)[GT], float (*scratch)[ATTN_SPLIT / 32]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v[h] = fmaxf(v[h], __shfl_xor_sync(0xffffffffu, v[h], off));
+        if (lane == 0) scratch[h][warp] = v[h];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        float t = (lane < ATTN_SPLIT / 32) ? scratch[h][lane] : NEG_INF;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, off));
+        v[h] = t;  // every warp reduces the same values: no second barrier needed
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ void block_sum_gt(float (&v)[GT], float (*scratch)[ATTN_SPLIT / 32]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        v[h] = warp_sum(v[h]);
+        if (lane == 0) scratch[h][warp] = v[h];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < GT; ++h) v[h] = warp_sum((lane < ATTN_SPLIT / 32) ? scratch[h][lane] : 0.0f);
+    __syncthreads();
+}
 
 __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s, int lo,
                                                    int pos, int nkv, int kvh, int hd, int bs, float scale,
-                                                   AttnShared& sh, float& m_out, float& l_out, float& a_out) {
+                                                   AttnShared& sh, float (&m_out)[GT], float (&l_out)[GT],
+                                                   float (&a_out)[GT]) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = ATTN_SPLIT / 32;
     const int sub = lane & 3, pg = lane >> 2;
@@ -112,48 +158,61 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // Each lane's positions: all loads first (4 rounds of up to hd/16 float4 each, independent),
     // then the 4-lane sums. The 4 lanes of a position agree on `ok`, so the shuffles are uniform.
     constexpr int R = ATTN_SPLIT / (8 * NW);
-    float acc[R];
+    float acc[R][GT];
     bool ok[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int j = (r * NW + warp) * 8 + pg;
         const int p = s * ATTN_SPLIT + j;
         ok[r] = p >= lo && p <= pos;
-        acc[r] = 0.0f;
+#pragma unroll
+        for (int h = 0; h < GT; ++h) acc[r][h] = 0.0f;
         if (ok[r]) {
             const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
             const kv_t* kp = kc + (slot * nkv + kvh) * hd;
 #pragma unroll 8
             for (int c = sub; c < c4; c += 4) {
                 const float4 k = kv_load4(kp + 4 * c);
-                const float4 q = sh.qs[c];
-                acc[r] = __fmaf_rn(q.x, k.x, acc[r]);
-                acc[r] = __fmaf_rn(q.y, k.y, acc[r]);
-                acc[r] = __fmaf_rn(q.z, k.z, acc[r]);
-                acc[r] = __fmaf_rn(q.w, k.w, acc[r]);
+#pragma unroll
+                for (int h = 0; h < GT; ++h) {
+                    const float4 q = sh.qs[h][c];
+                    acc[r][h] = __fmaf_rn(q.x, k.x, acc[r][h]);
+                    acc[r][h] = __fmaf_rn(q.y, k.y, acc[r][h]);
+                    acc[r][h] = __fmaf_rn(q.z, k.z, acc[r][h]);
+                    acc[r][h] = __fmaf_rn(q.w, k.w, acc[r][h]);
+                }
             }
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float t = acc[r];
-        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 1, 4));
-        t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2, 4));
-        if (sub == 0) sh.es[(r * NW + warp) * 8 + pg] = ok[r] ? __fmul_rn(t, scale) : NEG_INF;
-    }
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int h = 0; h < GT; ++h) {
+            float t = acc[r][h];
+            t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 1, 4));
+            t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2, 4));
+            if (sub == 0) sh.es[h][(r * NW + warp) * 8 + pg] = ok[r] ? __fmul_rn(t, scale) : NEG_INF;
+        }
     __syncthreads();
     const int p = s * ATTN_SPLIT + tid;
     const bool valid = p >= lo && p <= pos;
-    const float score = sh.es[tid];
-    const float m = block_max<ATTN_SPLIT>(score, sh.scratch);
-    const float e = valid ? expf(__fsub_rn(score, m)) : 0.0f;
-    sh.es[tid] = e;
-    const float l = block_sum<ATTN_SPLIT>(e, sh.scratch);  // its barriers publish es[]
+    float m[GT], e[GT];
+#pragma unroll
+    for (int h = 0; h < GT; ++h) m[h] = sh.es[h][tid];
+    block_max_gt(m, sh.scratch);
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        e[h] = valid ? expf(__fsub_rn(sh.es[h][tid], m[h])) : 0.0f;
+        sh.es[h][tid] = e[h];
+    }
+    block_sum_gt(e, sh.scratch);  // its barriers publish es[]
     const int groups = ATTN_SPLIT / c4;
     const int g = tid / c4, c = tid % c4;
     const int j0 = max(lo - s * ATTN_SPLIT, 0);
     const int j1 = min(pos - s * ATTN_SPLIT, ATTN_SPLIT - 1);
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 a[GT];
+#pragma unroll
+    for (int h = 0; h < GT; ++h) a[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (g < groups) {
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
 #pragma unroll 8
@@ -161,24 +220,34 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
             const int pp = s * ATTN_SPLIT + j;
             const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
             const float4 v = kv_load4(vc + (slot * nkv + kvh) * hd + 4 * c);
-            const float w = sh.es[j];
-            a.x = __fmaf_rn(w, v.x, a.x);
-            a.y = __fmaf_rn(w, v.y, a.y);
-            a.z = __fmaf_rn(w, v.z, a.z);
-            a.w = __fmaf_rn(w, v.w, a.w);
+#pragma unroll
+            for (int h = 0; h < GT; ++h) {
+                const float w = sh.es[h][j];
+                a[h].x = __fmaf_rn(w, v.x, a[h].x);
+                a[h].y = __fmaf_rn(w, v.y, a[h].y);
+                a[h].z = __fmaf_rn(w, v.z, a[h].z);
+                a[h].w = __fmaf_rn(w, v.w, a[h].w);
+            }
         }
-        sh.part[g * c4 + c] = a;
+#pragma unroll
+        for (int h = 0; h < GT; ++h) sh.part[h][g * c4 + c] = a[h];
     }
     __syncthreads();
-    float total = 0.0f;
-    if (tid < hd) {
-        const float* part = reinterpret_cast<const float*>(sh.part);
-        for (int gg = 0; gg < groups; ++gg) total = __fadd_rn(total, part[gg * hd + tid]);
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        float total = 0.0f;
+        if (tid < hd) {
+            const float* part = reinterpret_cast<const float*>(sh.part[h]);
+            for (int gg = 0; gg < groups; ++gg) total = __fadd_rn(total, part[gg * hd + tid]);
+        }
+        a_out[h] = total;
     }
     __syncthreads();
-    m_out = m;
-    l_out = l;
-    a_out = total;
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        m_out[h] = m[h];
+        l_out[h] = e[h];
+    }
 }
 
 // Merges split partial (m, l, a) into the running (rm, rl, ra): the online-softmax rescaling.
@@ -196,58 +265,82 @@ __device__ __forceinline__ void attn_merge(bool first, float m, float l, float a
     rm = mn;
 }
 
+// The block's query heads: blockIdx.y = kvh · nb + b, nb = ceil(G / GT) blocks per KV head
+// (G = nh / nkv); heads h0 .. h0 + nact - 1 with h0 = kvh · G + b · GT. Loads their q rows into
+// sh.qs (zeros for the unused slots) and returns h0, nact, kvh.
+__device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int nkv, int hd, AttnShared& sh, int& h0,
+                                           int& nact, int& kvh) {
+    const int G = nh / nkv, nb = (G + GT - 1) / GT;
+    kvh = blockIdx.y / nb;
+    const int b = blockIdx.y % nb;
+    h0 = kvh * G + b * GT;
+    nact = min(GT, G - b * GT);
+    for (int i = threadIdx.x; i < GT * hd; i += blockDim.x) {
+        const int h = i / hd, d = i % hd;
+        reinterpret_cast<float*>(sh.qs[h])[d] = h < nact ? q[((size_t)row * nh + h0 + h) * hd + d] : 0.0f;
+    }
+    __syncthreads();
+}
+
 // out[t, h, :] = softmax(q[t, h, :] . K^T * scale) V over the keys of row t: positions
 // lo ..= row_pos[t], lo = max(0, pos + 1 - window) when window > 0 (sliding window), else 0.
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
-// hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nh); block: (ATTN_SPLIT).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
+// hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / ATTN_HEADS));
+// block: (ATTN_SPLIT). The second launch bound lets ptxas use the registers the head count
+// needs (without it, it capped this entry at 64 and spilled with two heads a block).
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
     __shared__ AttnShared sh;
-    const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
-    const int kvh = head / (nh / nkv);
+    const int row = blockIdx.x, tid = threadIdx.x;
+    int h0, nact, kvh;
+    attn_heads(q, row, nh, nkv, hd, sh, h0, nact, kvh);
     const int pos = (int)row_pos[row];
     const u32* tab = tables + row_tab[row];
     const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
-    const float* qrow = q + ((size_t)row * nh + head) * hd;
-    if (tid < hd) reinterpret_cast<float*>(sh.qs)[tid] = qrow[tid];
-    __syncthreads();
-    float rm = NEG_INF, rl = 0.0f, ra = 0.0f;
+    float rm[GT], rl[GT], ra[GT];
+#pragma unroll
+    for (int i = 0; i < GT; ++i) rm[i] = NEG_INF, rl[i] = 0.0f, ra[i] = 0.0f;
     for (int s = lo / ATTN_SPLIT; s <= pos / ATTN_SPLIT; ++s) {
-        float m, l, a;
+        float m[GT], l[GT], a[GT];
         attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
-        attn_merge(s == lo / ATTN_SPLIT, m, l, a, rm, rl, ra);
+#pragma unroll
+        for (int h = 0; h < GT; ++h) attn_merge(s == lo / ATTN_SPLIT, m[h], l[h], a[h], rm[h], rl[h], ra[h]);
     }
-    if (tid < hd) out[((size_t)row * nh + head) * hd + tid] = __fdiv_rn(ra, rl);
+#pragma unroll
+    for (int h = 0; h < GT; ++h)
+        if (h < nact && tid < hd) out[((size_t)row * nh + h0 + h) * hd + tid] = __fdiv_rn(ra[h], rl[h]);
 }
 
 // The same attention with the splits of a row computed in parallel (flash-decoding, Dao et al.
-// 2023): block z of (row, head) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
+// 2023): block z of (row, heads) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
 // (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
 // attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
-// Grid: (rows, nh, nz); block: (ATTN_SPLIT).
+// Grid: (rows, nkv · ceil(G / ATTN_HEADS), nz); block: (ATTN_SPLIT).
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
 attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {
     __shared__ AttnShared sh;
-    const int row = blockIdx.x, head = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
+    const int row = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     const int pos = (int)row_pos[row];
     const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
     const int s = lo / ATTN_SPLIT + z;
     if (s > pos / ATTN_SPLIT) return;
-    const int kvh = head / (nh / nkv);
+    int h0, nact, kvh;
+    attn_heads(q, row, nh, nkv, hd, sh, h0, nact, kvh);
     const u32* tab = tables + row_tab[row];
-    const float* qrow = q + ((size_t)row * nh + head) * hd;
-    if (tid < hd) reinterpret_cast<float*>(sh.qs)[tid] = qrow[tid];
-    __syncthreads();
-    float m, l, a;
+    float m[GT], l[GT], a[GT];
     attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
-    float* o = part + (((size_t)row * nh + head) * nz + z) * (hd + 2);
-    if (tid < hd) o[2 + tid] = a;
-    if (tid == 0) o[0] = m, o[1] = l;
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        if (h >= nact) break;
+        float* o = part + (((size_t)row * nh + h0 + h) * nz + z) * (hd + 2);
+        if (tid < hd) o[2 + tid] = a[h];
+        if (tid == 0) o[0] = m[h], o[1] = l[h];
+    }
 }
 
 // Merges attn_split_f32's partials in increasing z. Grid: (rows, nh); block: (hd rounded up to 32).

@@ -16,7 +16,9 @@
 // unit's elements 8t .. 8t+7 (one 8-byte load) for both A and B.
 #include "common.cuh"
 
-// Row tiles of 16 per block (they share the block's token tiles in L1).
+// Row tiles of 16 per block (they share the block's token tiles in L1), Q8_0 entries of more
+// than 8 tokens only: at 8 tokens one tile is faster, and Q4_K is slower with two at every M
+// (run 28, H200: Q8_0 gate+up M = 32 319 -> 263 us, M = 8 108 -> 113; Q4_K M = 8 228 -> 290).
 #ifndef QIMMA_TILES
 #define QIMMA_TILES 1
 #endif
@@ -84,21 +86,20 @@ __device__ __forceinline__ void imma_row(const u8* __restrict__ q, const u8* __r
 }
 
 // One chunk's weights of a warp's QIMMA_CPW units (u = 32 ci + warp + QIMMA_WARPS j) and
-// QIMMA_TILES row tiles:
+// WT row tiles:
 // A fragments (rows g and g + 8 of each tile), scales and Q4_K min terms; rows past R and units
 // past K are zero.
-template <int F>
+template <int F, int WT>
 struct ImmaW {
-    uint2 a[QIMMA_CPW][QIMMA_TILES], b[QIMMA_CPW][QIMMA_TILES];
-    float da[QIMMA_CPW][QIMMA_TILES], db[QIMMA_CPW][QIMMA_TILES], ma[QIMMA_CPW][QIMMA_TILES],
-        mb[QIMMA_CPW][QIMMA_TILES];
+    uint2 a[QIMMA_CPW][WT], b[QIMMA_CPW][WT];
+    float da[QIMMA_CPW][WT], db[QIMMA_CPW][WT], ma[QIMMA_CPW][WT], mb[QIMMA_CPW][WT];
     __device__ __forceinline__ void load(const u8* __restrict__ q, const u8* __restrict__ h, int ci, int warp,
                                          int tile0, int g, int t, int nu, int K, int R) {
 #pragma unroll
         for (int j = 0; j < QIMMA_CPW; ++j) {
             const int u = 32 * ci + warp + QIMMA_WARPS * j;
 #pragma unroll
-            for (int w = 0; w < QIMMA_TILES; ++w) {
+            for (int w = 0; w < WT; ++w) {
                 const int r = 16 * (tile0 + w) + g;
                 a[j][w] = b[j][w] = make_uint2(0, 0);
                 da[j][w] = db[j][w] = ma[j][w] = mb[j][w] = 0.0f;
@@ -133,15 +134,14 @@ struct ImmaB {
 
 // xd: the slab's digits from stage_x_int ([mc][nc][XI_CHUNK_F4]); q, h: the lanes layout;
 // bias: [R] f32 or null; y: Outs, token m_base + i for slab token i. K % 32 == 0.
-// Grid: (ceil(mc / (8 NT)), ceil(ceil(R / 16) / QIMMA_TILES)), token groups fastest so the
+// Grid: (ceil(mc / (8 NT)), ceil(ceil(R / 16) / WT)), token groups fastest so the
 // blocks of one row tile run together and share its weights in L2; block: 32 · QIMMA_WARPS (warp w
 // owns the classes w + QIMMA_WARPS·j). No barrier until the epilogue. Dynamic shared memory:
-// QIMMA_WARPS · QIMMA_TILES · NT · 512 bytes.
-template <int NT, int F>
+// QIMMA_WARPS · WT · NT · 512 bytes.
+template <int NT, int F, int WT>
 __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, const u8* __restrict__ q,
                                                  const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
                                                  int m_base, int mc, int K, int R) {
-    constexpr int WT = QIMMA_TILES;
     extern __shared__ float part[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -161,7 +161,7 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
     constexpr int CPW = QIMMA_CPW, NW = QIMMA_WARPS;
     constexpr bool PF = QIMMA_PF && F == FMT_Q8_0;
     float acc[CPW][WT][NT][4] = {};
-    ImmaW<F> cur, nxt;
+    ImmaW<F, WT> cur, nxt;
     cur.load(q, h, 0, warp, tile0, g, t, nu, K, R);
     for (int ci = 0; ci < nc; ++ci) {
         if (PF && ci + 1 < nc) nxt.load(q, h, ci + 1, warp, tile0, g, t, nu, K, R);
@@ -252,19 +252,21 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
     }
 }
 
-#define LINEAR_IMMA(name, T, F, NT)                                                                  \
+#define LINEAR_IMMA(name, T, F, NT, WT)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * QIMMA_WARPS)                                   \
         name(const float4* xd, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS, int m_base, \
              int mc) {                                                                               \
-        linear_imma_impl<NT, F>(xd, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, m_base, mc, K, R); \
+        linear_imma_impl<NT, F, WT>(xd, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, m_base, mc, K, R); \
     }
 
-LINEAR_IMMA(linear_imma_q8_0_n1, u16, FMT_Q8_0, 1)
-LINEAR_IMMA(linear_imma_q8_0_n2, u16, FMT_Q8_0, 2)
-LINEAR_IMMA(linear_imma_q4_k_n1, u8, FMT_Q4_K, 1)
-LINEAR_IMMA(linear_imma_q4_k_n2, u8, FMT_Q4_K, 2)
-// 32 tokens where a thread's accumulators stay at 64 (QIMMA_CPW · QIMMA_TILES ≤ 4; more spill).
+// Row tiles per block: QIMMA_TILES for Q8_0 above 8 tokens, else 1 (engine/src/backend/cuda/
+// linear_tc.rs picks the same).
+LINEAR_IMMA(linear_imma_q8_0_n1, u16, FMT_Q8_0, 1, 1)
+LINEAR_IMMA(linear_imma_q8_0_n2, u16, FMT_Q8_0, 2, QIMMA_TILES)
+LINEAR_IMMA(linear_imma_q4_k_n1, u8, FMT_Q4_K, 1, 1)
+LINEAR_IMMA(linear_imma_q4_k_n2, u8, FMT_Q4_K, 2, 1)
+// 32 tokens where a thread's accumulators stay at 64 (QIMMA_CPW · row tiles ≤ 4; more spill).
 #if QIMMA_CPW * QIMMA_TILES <= 4
-LINEAR_IMMA(linear_imma_q8_0_n4, u16, FMT_Q8_0, 4)
-LINEAR_IMMA(linear_imma_q4_k_n4, u8, FMT_Q4_K, 4)
+LINEAR_IMMA(linear_imma_q8_0_n4, u16, FMT_Q8_0, 4, QIMMA_TILES)
 #endif
+LINEAR_IMMA(linear_imma_q4_k_n4, u8, FMT_Q4_K, 4, 1)

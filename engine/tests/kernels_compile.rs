@@ -221,24 +221,26 @@ fn linear_switches_compile() {
     }
 }
 
-/// The f16 KV cache (`KV_F16 = 1`, config `kv_cache_dtype = "f16"`) compiles for sm_90a, every
-/// attention entry is there, and none spills more than with the f32 cache.
+/// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
+/// config `kv_cache_dtype = "f16"`) and 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`): every
+/// entry is there and the attention entries spill nothing.
 #[test]
-fn kv_f16_attention_compiles() {
-    let Some(dir) = nvrtc_or_reexec("kv_f16_attention_compiles") else {
+fn attention_variants_compile() {
+    let Some(dir) = nvrtc_or_reexec("attention_variants_compile") else {
         return;
     };
     let k = KERNELS
         .iter()
         .find(|k| k.name == "attention.cu")
         .expect("attention.cu");
-    let report = |f16: bool| {
+    let report = |f16: bool, heads: u32| {
         let mut opts = options(&dir);
         if f16 {
             opts.defines.insert("KV_F16".into(), "1".into());
         }
+        opts.defines.insert("ATTN_HEADS".into(), heads.to_string());
         let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
-            .unwrap_or_else(|e| panic!("attention.cu (KV_F16 {f16}): {e}"));
+            .unwrap_or_else(|e| panic!("attention.cu (KV_F16 {f16}, ATTN_HEADS {heads}): {e}"));
         let mut r: Vec<(String, u32)> = parse_ptxas_report(&c.log)
             .iter()
             .map(|r| (r.function.clone(), r.spill_stores + r.spill_loads))
@@ -246,14 +248,19 @@ fn kv_f16_attention_compiles() {
         r.sort();
         r
     };
-    let (f32_cache, f16_cache) = (report(false), report(true));
-    assert!(f32_cache.len() >= 6, "attention entries: {f32_cache:?}");
     let names = |r: &[(String, u32)]| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&f16_cache), names(&f32_cache));
-    for ((f, a), (_, b)) in f32_cache.iter().zip(&f16_cache) {
-        assert!(
-            b <= a,
-            "{f} spills {b} bytes with the f16 cache, {a} with f32"
-        );
+    let base = report(false, 1);
+    assert!(base.len() >= 6, "attention entries: {base:?}");
+    for f16 in [false, true] {
+        for heads in [1, 2, 4, 8] {
+            let r = report(f16, heads);
+            assert_eq!(names(&r), names(&base));
+            for (f, spill) in r.iter().filter(|(f, _)| f.starts_with("attn_")) {
+                assert_eq!(
+                    *spill, 0,
+                    "{f} spills {spill} bytes (KV_F16 {f16}, ATTN_HEADS {heads})"
+                );
+            }
+        }
     }
 }

@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 30] = [
+pub const KERNEL_DEFINES: [&str; 31] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
     "LIN_ROWS_M1",
     "ATTN_SPLIT",
+    "ATTN_HEADS",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",

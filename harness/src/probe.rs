@@ -35,6 +35,20 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DTYPE,...", value_delimiter = ',', default_value = "bf16,q8_0,q4_k",
         value_parser = ["bf16", "q8_0", "q4_k"])]
     pub kernel_dtypes: Vec<String>,
+    /// With --bench-kernels: which kernel families to time, `,`-separated: linear (the shapes
+    /// above) and attn (decode attention at the 8B head shape over --attn-depths, in the
+    /// configured KV cache format).
+    #[arg(long, value_name = "OP,...", value_delimiter = ',', default_value = "linear",
+        value_parser = ["linear", "attn"])]
+    pub kernel_ops: Vec<String>,
+    /// With --kernel-ops attn: KV depths in positions, `,`-separated.
+    #[arg(long, value_name = "D,...", value_delimiter = ',', default_value = "2048,8192",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=131072))]
+    pub attn_depths: Vec<usize>,
+    /// With --kernel-ops attn: query rows (sequences, one row each), `,`-separated.
+    #[arg(long, value_name = "ROWS,...", value_delimiter = ',', default_value = "1,8",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub attn_rows: Vec<usize>,
     /// With --bench-kernels: kernel define sets to compare, `;`-separated, each a
     /// `,`-separated list of NAME=VALUE added to the configured defines (e.g.
     /// "LIN_ROWS_M1=1;LIN_ROWS_M1=4"). Default: the configured defines alone.
@@ -142,15 +156,26 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
                 _ => DType::Q4_K,
             })
             .collect();
-        let rows = kbench::bench_linear(
-            &dev,
-            &dtypes,
-            &kbench::LLAMA_8B_LINEARS,
-            &args.kernel_tokens,
-            7,
-        )?;
+        let mut rows = Vec::new();
+        if args.kernel_ops.iter().any(|o| o == "linear") {
+            rows.extend(kbench::bench_linear(
+                &dev,
+                &dtypes,
+                &kbench::LLAMA_8B_LINEARS,
+                &args.kernel_tokens,
+                7,
+            )?);
+        }
+        if args.kernel_ops.iter().any(|o| o == "attn") {
+            rows.extend(kbench::bench_attention(
+                &dev,
+                &args.attn_rows,
+                &args.attn_depths,
+                7,
+            )?);
+        }
         println!(
-            "\nlinear kernels, defines {{{}}}",
+            "\nkernels, defines {{{}}}",
             dev.kernel_options()
                 .defines
                 .iter()

@@ -4,7 +4,7 @@
 //!
 //! - `kernels` (CUDA only): first `QLIN_INT`, kept only if it shortens a 512-token prompt's
 //!   TTFT beyond the spread without slowing bs=1 decode beyond it; then `LIN_TOKENS`,
-//!   `QIMMA_TILES`, `QIMMA_PF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
+//!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth), one at a time
 //!   with the others at their kept values; a knob keeps its default unless a candidate beats it
@@ -318,10 +318,11 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
         // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 12] = [
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 13] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
             ("QIMMA_TILES", &[1, 2], 1, None),
             ("QIMMA_PF", &[0, 1], 1, None),
+            ("QIMMA_BPF", &[0, 1], 0, None),
             ("LIN_ROWS", &[1, 2], 1, None),
             ("QLIN_MT", &[0, 1], 0, None),
             ("LIN_WARPS", &[2, 4, 8], 4, Some(128)),

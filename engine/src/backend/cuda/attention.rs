@@ -232,7 +232,7 @@ impl CudaDevice {
         }
         let f = self.function("attention.cu", "attn_paged_f32")?;
         let cfg = LaunchConfig {
-            grid_dim: (rows as u32, nh as u32, 1),
+            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv), 1),
             block_dim: (split as u32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -259,6 +259,13 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// Attention blocks per (row, split): each takes up to ATTN_HEADS (default 1) query heads of
+    /// one KV head's group of nh / nkv, so nkv · ceil(group / ATTN_HEADS).
+    fn attn_head_blocks(&self, nh: usize, nkv: usize) -> u32 {
+        let per = self.define("ATTN_HEADS", 1).max(1) as usize;
+        (nkv * (nh / nkv).div_ceil(per)) as u32
+    }
+
     /// The split-parallel path of [`CudaDevice::attention`]; shapes already checked.
     #[allow(clippy::too_many_arguments)]
     fn attention_split(
@@ -282,7 +289,7 @@ impl CudaDevice {
         let win = i32_of(window, "window")?;
         let f = self.function("attention.cu", "attn_split_f32")?;
         let cfg = LaunchConfig {
-            grid_dim: (rows as u32, nh as u32, nz as u32),
+            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv), nz as u32),
             block_dim: (split, 1, 1),
             shared_mem_bytes: 0,
         };

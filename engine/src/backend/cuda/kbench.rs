@@ -95,6 +95,114 @@ pub fn bench_linear(
     Ok(out)
 }
 
+/// Times decode attention (split-parallel, on a fixed workspace as a captured CUDA graph runs it,
+/// plus its combine) at the Llama-3.1-8B head shape (32 query heads, 8 KV heads, head_dim 128)
+/// for each query-row count in `rows` (one sequence each) and KV depth in `depths` (positions
+/// 0 ..= depth per row), on a paged cache of 16-position blocks in a random order, in the
+/// device's KV format (f32, or f16 with `KV_F16 = 1`). Caches rotate over copies totalling at
+/// least 256 MiB, as the 32 layers of a model do, so keys and values come from device memory.
+/// `bytes` is the K and V one launch reads. `batches` timed batches of 20 launches after 3
+/// warm-up launches. Errors: out of device memory, a launch failure.
+pub fn bench_attention(
+    dev: &CudaDevice,
+    rows: &[usize],
+    depths: &[usize],
+    batches: usize,
+) -> Result<Vec<KernelTiming>> {
+    use super::attention::{AttnPath, KvIndex};
+    let (nh, nkv, hd, bs) = (32usize, 8usize, 128usize, 16usize);
+    let split = dev.define("ATTN_SPLIT", 256) as usize;
+    let vb = dev.kv_value_bytes();
+    let mut rng = Rng(0x6174_746e);
+    let mut out = Vec::new();
+    for &m in rows {
+        for &depth in depths {
+            let per_row = (depth + 1).div_ceil(bs);
+            let nblocks = m * per_row;
+            let floats = nblocks * bs * nkv * hd * vb / 4;
+            let copies = (256usize << 20).div_ceil(floats * 8).max(2);
+            // Random values in [-1, 1): f32, or pairs of f16 bit patterns with exponents -14..0.
+            let fill = |rng: &mut Rng| -> Vec<f32> {
+                if vb == 4 {
+                    return rng.vec(floats, -1.0, 1.0);
+                }
+                (0..floats)
+                    .map(|_| {
+                        let mut h = || {
+                            let r = rng.next_u64();
+                            ((r & 0x83ff) | ((1 + (r >> 16) % 15) << 10)) as u32
+                        };
+                        f32::from_bits(h() | (h() << 16))
+                    })
+                    .collect()
+            };
+            let caches: Vec<_> = (0..copies)
+                .map(|_| Ok((dev.upload(&fill(&mut rng))?, dev.upload(&fill(&mut rng))?)))
+                .collect::<Result<_>>()?;
+            let mut order: Vec<u32> = (0..nblocks as u32).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+            }
+            let idx = KvIndex {
+                pos: dev.upload(&vec![depth as u32; m])?,
+                slots: dev.upload(&vec![0u32; m])?,
+                row_tab: dev.upload(&(0..m).map(|r| (r * per_row) as u32).collect::<Vec<_>>())?,
+                tables: dev.upload(&order)?,
+                host_pos: vec![depth as u32; m],
+            };
+            let q = dev.upload(&rng.vec(m * nh * hd, -1.0, 1.0))?;
+            let mut o = dev.alloc::<f32>(m * nh * hd)?;
+            let nz = depth / split + 1;
+            let mut part = dev.alloc::<f32>(m * nh * nz * (hd + 2))?;
+            let scale = 1.0 / (hd as f32).sqrt();
+            let mut run = |i: usize| {
+                let (kc, vc) = &caches[i % copies];
+                let path = AttnPath::Workspace {
+                    part: &mut part,
+                    nz,
+                };
+                dev.attention(
+                    &q,
+                    kc,
+                    vc,
+                    &mut o,
+                    &idx,
+                    (nh, nkv, hd),
+                    bs,
+                    None,
+                    scale,
+                    path,
+                )
+            };
+            for i in 0..3 {
+                run(i)?;
+            }
+            let mut times = Vec::with_capacity(batches);
+            let ctx = dev.context();
+            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            for b in 0..batches.max(1) {
+                let start = ctx.new_event(timing).map_err(drv)?;
+                let end = ctx.new_event(timing).map_err(drv)?;
+                start.record(dev.stream()).map_err(drv)?;
+                for i in 0..20 {
+                    run(b * 20 + i)?;
+                }
+                end.record(dev.stream()).map_err(drv)?;
+                times.push(start.elapsed_ms(&end).map_err(drv)? as f64 * 1e3 / 20.0);
+            }
+            times.sort_by(f64::total_cmp);
+            out.push(KernelTiming {
+                op: format!("attn {}", if vb == 2 { "f16" } else { "f32" }),
+                shape: format!("32/8x128 depth {depth}"),
+                m,
+                us: [times[times.len() / 2], times[0], times[times.len() - 1]],
+                bytes: m * (depth + 1) * nkv * hd * vb * 2,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The timings as a table, with the fraction of `copy_gbps` each one reaches.
 pub fn render(rows: &[KernelTiming], copy_gbps: f64) -> String {
     let mut s = format!(

@@ -128,8 +128,8 @@ impl CudaDevice {
     /// row has the bits the one-token kernel gives it. Slabs: at most QIMMA_SLAB tokens (default
     /// 256) and what [`IMMA_SCRATCH_BYTES`] holds at this k, a multiple of 32. Blocks: up to 8,
     /// 16 or 32 tokens (`_n1`, `_n2`, `_n4`; at most QIMMA_NT tiles of 8, default 4, and 2 with
-    /// more than 64 accumulators a thread) by
-    /// QIMMA_TILES tiles of 16 rows, 8 warps. Errors: another format, a k too large for the
+    /// more than 64 accumulators a thread) by tiles of 16 rows (QIMMA_TILES for Q8_0 above 8
+    /// tokens, else 1), 8 warps. Errors: another format, a k too large for the
     /// buffer, the buffer's allocation (out of device memory, or first use inside a CUDA graph
     /// capture), a launch failure.
     pub(super) fn linear_imma(
@@ -140,13 +140,17 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
     ) -> Result<()> {
-        let wt = self.define("QIMMA_TILES", 1).max(1);
+        let tiles_q8 = self.define("QIMMA_TILES", 1).max(1);
+        let q8 = w.dtype == DType::Q8_0;
+        // Row tiles per block: QIMMA_TILES for Q8_0 blocks of more than 8 tokens, else 1, as the
+        // LINEAR_IMMA entries of kernels/linear_int.cu are compiled.
+        let wt_for = |nt: u32| if q8 && nt >= 2 { tiles_q8 } else { 1 };
         // QIMMA_WARPS of kernels/linear_int.cu.
         let nw: u32 = 8;
         // The 32-token entries exist where a thread keeps at most 64 accumulators: 32 / warps
-        // classes by QIMMA_TILES row tiles at most 4 (kernels/linear_int.cu).
+        // classes by the entry's row tiles at most 4 (kernels/linear_int.cu).
         let nt_max = match self.define("QIMMA_NT", 4) {
-            n if n >= 4 && (32 / nw) * wt <= 4 => 4,
+            n if n >= 4 && (32 / nw) * wt_for(4) <= 4 => 4,
             n if n >= 2 => 2,
             _ => 1,
         };
@@ -202,6 +206,7 @@ impl CudaDevice {
             let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
             let nt = nt_for(mc);
             let func = func_for(nt)?;
+            let wt = wt_for(nt);
             let f = self.function("linear_int.cu", &func)?;
             let smem = nw * wt * nt * 512;
             if smem > 48 << 10 {
