@@ -95,6 +95,11 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #endif
 #define GT ATTN_HEADS
 
+// Key columns a lane loads ahead in the score loop (each time for all its R positions).
+#ifndef ATTN_KUNROLL
+#define ATTN_KUNROLL 4
+#endif
+
 // One split's partial softmax-attention for (row, the block's heads): per head h < GT, m = the
 // split's max score, l = sum of exp(score - m), a[d] = sum of exp(score - m) * v[d]. Thread tid
 // returns every head's m and l, and threads tid < hd each head's a[tid] (other threads' `a` is 0). Positions lo ..= pos only;
@@ -108,6 +113,7 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // inline this function, round identically. The layout keeps many independent loads in flight
 // per thread (decode attention is latency-bound).
 struct AttnShared {
+    u32 slot[ATTN_SPLIT];  // cache slot of each position of the split (clamped into lo ..= pos)
     float4 qs[GT][ATTN_SPLIT / 4];
     float es[GT][ATTN_SPLIT];
     float4 part[GT][ATTN_SPLIT];
@@ -155,32 +161,45 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     constexpr int NW = ATTN_SPLIT / 32;
     const int sub = lane & 3, pg = lane >> 2;
     const int c4 = hd >> 2;  // float4 columns per row
-    // Each lane's positions: all loads first (4 rounds of up to hd/16 float4 each, independent),
-    // then the 4-lane sums. The 4 lanes of a position agree on `ok`, so the shuffles are uniform.
+    // The split's slots, once: the K and V loads below then wait on shared memory, not on a
+    // block-table load from L2. Positions outside lo ..= pos take pos's slot (read, never used),
+    // so no load below needs a branch.
+    {
+        const int p = min(max(s * ATTN_SPLIT + tid, lo), pos);
+        sh.slot[tid] = tab[p / bs] * (u32)bs + (u32)(p % bs);
+    }
+    __syncthreads();
+    // Lane (pg, sub) of warp w scores positions j = (r·NW + w)·8 + pg, r < R: the 4 lanes of a
+    // position split its columns (lane sub takes float4 columns sub, sub + 4, ...). Columns outer,
+    // positions inner, so each column's q is read from shared memory once for the R positions and
+    // their R loads are in flight together.
     constexpr int R = ATTN_SPLIT / (8 * NW);
     float acc[R][GT];
     bool ok[R];
+    const kv_t* kp[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int j = (r * NW + warp) * 8 + pg;
         const int p = s * ATTN_SPLIT + j;
         ok[r] = p >= lo && p <= pos;
+        kp[r] = kc + ((size_t)sh.slot[j] * nkv + kvh) * hd;
 #pragma unroll
         for (int h = 0; h < GT; ++h) acc[r][h] = 0.0f;
-        if (ok[r]) {
-            const size_t slot = (size_t)tab[p / bs] * bs + p % bs;
-            const kv_t* kp = kc + (slot * nkv + kvh) * hd;
-#pragma unroll 8
-            for (int c = sub; c < c4; c += 4) {
-                const float4 k = kv_load4(kp + 4 * c);
+    }
+#pragma unroll ATTN_KUNROLL
+    for (int c = sub; c < c4; c += 4) {
+        float4 k[R];
 #pragma unroll
-                for (int h = 0; h < GT; ++h) {
-                    const float4 q = sh.qs[h][c];
-                    acc[r][h] = __fmaf_rn(q.x, k.x, acc[r][h]);
-                    acc[r][h] = __fmaf_rn(q.y, k.y, acc[r][h]);
-                    acc[r][h] = __fmaf_rn(q.z, k.z, acc[r][h]);
-                    acc[r][h] = __fmaf_rn(q.w, k.w, acc[r][h]);
-                }
+        for (int r = 0; r < R; ++r) k[r] = kv_load4(kp[r] + 4 * c);
+#pragma unroll
+        for (int h = 0; h < GT; ++h) {
+            const float4 q = sh.qs[h][c];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                acc[r][h] = __fmaf_rn(q.x, k[r].x, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.y, k[r].y, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.z, k[r].z, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.w, k[r].w, acc[r][h]);
             }
         }
     }
@@ -217,9 +236,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
 #pragma unroll 8
         for (; j <= j1; j += groups) {
-            const int pp = s * ATTN_SPLIT + j;
-            const size_t slot = (size_t)tab[pp / bs] * bs + pp % bs;
-            const float4 v = kv_load4(vc + (slot * nkv + kvh) * hd + 4 * c);
+            const float4 v = kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c);
 #pragma unroll
             for (int h = 0; h < GT; ++h) {
                 const float w = sh.es[h][j];
@@ -287,8 +304,8 @@ __device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int 
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
 // hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / ATTN_HEADS));
-// block: (ATTN_SPLIT). The second launch bound lets ptxas use the registers the head count
-// needs (without it, it capped this entry at 64 and spilled with two heads a block).
+// block: (ATTN_SPLIT). The second launch bound (here and on attn_split_f32) lets ptxas use the
+// registers the head count needs (without it, it capped these entries at 64 and spilled).
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
@@ -319,7 +336,7 @@ attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const
 // (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
 // attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
 // Grid: (rows, nkv · ceil(G / ATTN_HEADS), nz); block: (ATTN_SPLIT).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT)
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {

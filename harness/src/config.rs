@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 31] = [
+pub const KERNEL_DEFINES: [&str; 32] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
     "LIN_ROWS_M1",
     "ATTN_SPLIT",
     "ATTN_HEADS",
+    "ATTN_KUNROLL",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",

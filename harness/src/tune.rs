@@ -6,7 +6,7 @@
 //!   TTFT beyond the spread without slowing bs=1 decode beyond it; then `LIN_TOKENS`,
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
-//!   (decode tok/s, bs=1) and `ATTN_SPLIT` (decode tok/s at a 2,048-token depth), one at a time
+//!   (decode tok/s, bs=1) and `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth), one at a time
 //!   with the others at their kept values; a knob keeps its default unless a candidate beats it
 //!   beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
@@ -318,7 +318,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
         // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 13] = [
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 14] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
             ("QIMMA_TILES", &[1, 2], 1, None),
             ("QIMMA_PF", &[0, 1], 1, None),
@@ -332,6 +332,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128)),
             ("NORM_THREADS", &[128, 256, 512], 256, Some(128)),
             ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048)),
+            ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048)),
         ];
         for (name, cands, default, depth) in sweeps {
             let mut results = Vec::new();
