@@ -95,9 +95,19 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #endif
 #define GT ATTN_HEADS
 
-// Key columns a lane loads ahead in the score loop (each time for all its R positions).
+// Score loop order: 1 = key columns outer, a lane's R positions inner (each column's q read from
+// shared memory once for R positions); 0 = positions outer. Same operations per score either way.
+#ifndef ATTN_KORDER
+#define ATTN_KORDER 1
+#endif
+// Key columns a lane loads ahead in the score loop.
 #ifndef ATTN_KUNROLL
 #define ATTN_KUNROLL 4
+#endif
+// Minimum resident blocks a multiprocessor for the attention entries' launch bounds: 1 lets
+// ptxas use up to 255 registers a thread, 2 caps them at 128, 4 at 64.
+#ifndef ATTN_MINB
+#define ATTN_MINB 1
 #endif
 
 // One split's partial softmax-attention for (row, the block's heads): per head h < GT, m = the
@@ -186,6 +196,24 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
         for (int h = 0; h < GT; ++h) acc[r][h] = 0.0f;
     }
+#if ATTN_KORDER == 0
+    // Positions outer: a position's columns in a row.
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll ATTN_KUNROLL
+        for (int c = sub; c < c4; c += 4) {
+            const float4 k = kv_load4(kp[r] + 4 * c);
+#pragma unroll
+            for (int h = 0; h < GT; ++h) {
+                const float4 q = sh.qs[h][c];
+                acc[r][h] = __fmaf_rn(q.x, k.x, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.y, k.y, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.z, k.z, acc[r][h]);
+                acc[r][h] = __fmaf_rn(q.w, k.w, acc[r][h]);
+            }
+        }
+    }
+#else
 #pragma unroll ATTN_KUNROLL
     for (int c = sub; c < c4; c += 4) {
         float4 k[R];
@@ -203,6 +231,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
             }
         }
     }
+#endif
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -304,9 +333,10 @@ __device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int 
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
 // hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / ATTN_HEADS));
-// block: (ATTN_SPLIT). The second launch bound (here and on attn_split_f32) lets ptxas use the
-// registers the head count needs (without it, it capped these entries at 64 and spilled).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
+// block: (ATTN_SPLIT). The second launch bound (here and on attn_split_f32; ATTN_MINB, default 1)
+// lets ptxas use the registers the head count needs (without it, it capped these entries at 64
+// and spilled).
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
@@ -336,7 +366,7 @@ attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const
 // (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
 // attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
 // Grid: (rows, nkv · ceil(G / ATTN_HEADS), nz); block: (ATTN_SPLIT).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {

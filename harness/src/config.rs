@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 32] = [
+pub const KERNEL_DEFINES: [&str; 34] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -17,6 +17,8 @@ pub const KERNEL_DEFINES: [&str; 32] = [
     "ATTN_SPLIT",
     "ATTN_HEADS",
     "ATTN_KUNROLL",
+    "ATTN_KORDER",
+    "ATTN_MINB",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
