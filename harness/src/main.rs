@@ -92,10 +92,15 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     let result = cli.config.resolve().and_then(|mut cfg| {
-        // Commands that run a backend take the tuned defaults of the device they run on.
+        // Commands that run a backend or its kernels take the tuned defaults of the device they
+        // run on (probe's self-check and kernel tables test the defines the engine would use).
         if matches!(
             cli.command,
-            Command::Run(_) | Command::Serve(_) | Command::Gate(_) | Command::Bench(_)
+            Command::Run(_)
+                | Command::Serve(_)
+                | Command::Gate(_)
+                | Command::Bench(_)
+                | Command::Probe(_)
         ) {
             defaults::apply(&mut cfg)?;
         }

@@ -118,8 +118,14 @@ fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         let t = Instant::now();
         let rows = selfcheck::run_all(&dev)?;
         println!(
-            "\nkernel self-check vs CPU reference ({:.2} s incl. NVRTC compile)",
-            t.elapsed().as_secs_f64()
+            "\nkernel self-check vs CPU reference ({:.2} s incl. NVRTC compile), defines {{{}}}",
+            t.elapsed().as_secs_f64(),
+            dev.kernel_options()
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         print!("{}", selfcheck::render(&rows));
         if rows.iter().any(|r| !r.passed()) {
