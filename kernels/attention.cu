@@ -94,17 +94,22 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #endif
 #define GT ATTN_HEADS
 
-// Score loop order: 1 = key columns outer, a lane's R positions inner (each column's q read from
-// shared memory once for R positions); 0 = positions outer. Same operations per score either way.
+// Score loop order: 0 = positions outer (a position's columns in a row); 1 = key columns outer, a
+// lane's R positions inner (each column's q read from shared memory once for R positions). Same
+// operations per score either way. Defaults by KV format, measured on the H200 with ATTN_HEADS = 4
+// (run 32, research/cuda/run32): f32 cache 0 with ATTN_KUNROLL 8 (depth 8,192, 1 / 8 rows: 30.4 /
+// 165 us against 36.5 / 210 with 1); f16 cache 1 with ATTN_KUNROLL 4 (34.5 / 212 us against
+// 37.3 / 234 for 0; with ATTN_MINB 4 it took 38.0 / 169 but spills 212 bytes).
 #ifndef ATTN_KORDER
-#define ATTN_KORDER 1
+#define ATTN_KORDER (KV_F16 ? 1 : 0)
 #endif
 // Key columns a lane loads ahead in the score loop.
 #ifndef ATTN_KUNROLL
-#define ATTN_KUNROLL 4
+#define ATTN_KUNROLL (KV_F16 ? 4 : 8)
 #endif
-// Minimum resident blocks a multiprocessor for the attention entries' launch bounds: 1 lets
-// ptxas use up to 255 registers a thread, 2 caps them at 128, 4 at 64.
+// Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
+// to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every
+// head's running sums across splits, always takes 1: at 64 it spills).
 #ifndef ATTN_MINB
 #define ATTN_MINB 1
 #endif
@@ -332,10 +337,9 @@ __device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int 
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
 // hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / ATTN_HEADS));
-// block: (ATTN_SPLIT). The second launch bound (here and on attn_split_f32; ATTN_MINB, default 1)
-// lets ptxas use the registers the head count needs (without it, it capped these entries at 64
-// and spilled).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
+// block: (ATTN_SPLIT). The second launch bound (1 here, ATTN_MINB on attn_split_f32) lets ptxas
+// use the registers the head count needs (without it, it capped these entries at 64 and spilled).
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
