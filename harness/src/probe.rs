@@ -120,12 +120,7 @@ fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         println!(
             "\nkernel self-check vs CPU reference ({:.2} s incl. NVRTC compile), defines {{{}}}",
             t.elapsed().as_secs_f64(),
-            dev.kernel_options()
-                .defines
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            defines_of(&dev)
         );
         print!("{}", selfcheck::render(&rows));
         if rows.iter().any(|r| !r.passed()) {
@@ -133,6 +128,16 @@ fn probe_cuda(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The device's kernel defines as `NAME=VALUE, ...` (what a self-check or table was run with).
+fn defines_of(dev: &CudaDevice) -> String {
+    dev.kernel_options()
+        .defines
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--bench-kernels`: one table per define set of `--variants`.
@@ -180,15 +185,7 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
                 7,
             )?);
         }
-        println!(
-            "\nkernels, defines {{{}}}",
-            dev.kernel_options()
-                .defines
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("\nkernels, defines {{{}}}", defines_of(&dev));
         print!("{}", kbench::render(&rows, copy_gbps));
     }
     Ok(())

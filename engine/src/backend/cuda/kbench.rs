@@ -65,28 +65,14 @@ pub fn bench_linear(
             for &m in ms {
                 let x = dev.upload(&rng.vec(m * cols, -1.0, 1.0))?;
                 let mut y = dev.alloc::<f32>(m * rows)?;
-                for w in mats.iter().take(3) {
-                    dev.linear(&x, w, &mut y, false)?;
-                }
-                let mut times = Vec::with_capacity(batches);
-                let ctx = dev.context();
-                let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-                for b in 0..batches.max(1) {
-                    let start = ctx.new_event(timing).map_err(drv)?;
-                    let end = ctx.new_event(timing).map_err(drv)?;
-                    start.record(dev.stream()).map_err(drv)?;
-                    for i in 0..20 {
-                        dev.linear(&x, &mats[(b * 20 + i) % copies], &mut y, false)?;
-                    }
-                    end.record(dev.stream()).map_err(drv)?;
-                    times.push(start.elapsed_ms(&end).map_err(drv)? as f64 * 1e3 / 20.0);
-                }
-                times.sort_by(f64::total_cmp);
+                let us = time_launches(dev, batches, |i| {
+                    dev.linear(&x, &mats[i % copies], &mut y, false)
+                })?;
                 out.push(KernelTiming {
                     op: format!("linear {}", dtype.name()),
                     shape: format!("[{rows}, {cols}] {role}"),
                     m,
-                    us: [times[times.len() / 2], times[0], times[times.len() - 1]],
+                    us,
                     bytes: mats[0].data.len() + mats[0].aux.as_ref().map_or(0, |a| a.len()),
                 });
             }
@@ -155,7 +141,7 @@ pub fn bench_attention(
             let nz = depth / split + 1;
             let mut part = dev.alloc::<f32>(m * nh * nz * (hd + 2))?;
             let scale = 1.0 / (hd as f32).sqrt();
-            let mut run = |i: usize| {
+            let run = |i: usize| {
                 let (kc, vc) = &caches[i % copies];
                 let path = AttnPath::Workspace {
                     part: &mut part,
@@ -174,33 +160,45 @@ pub fn bench_attention(
                     path,
                 )
             };
-            for i in 0..3 {
-                run(i)?;
-            }
-            let mut times = Vec::with_capacity(batches);
-            let ctx = dev.context();
-            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-            for b in 0..batches.max(1) {
-                let start = ctx.new_event(timing).map_err(drv)?;
-                let end = ctx.new_event(timing).map_err(drv)?;
-                start.record(dev.stream()).map_err(drv)?;
-                for i in 0..20 {
-                    run(b * 20 + i)?;
-                }
-                end.record(dev.stream()).map_err(drv)?;
-                times.push(start.elapsed_ms(&end).map_err(drv)? as f64 * 1e3 / 20.0);
-            }
-            times.sort_by(f64::total_cmp);
+            let us = time_launches(dev, batches, run)?;
             out.push(KernelTiming {
                 op: format!("attn {}", if vb == 2 { "f16" } else { "f32" }),
                 shape: format!("32/8x128 depth {depth}"),
                 m,
-                us: [times[times.len() / 2], times[0], times[times.len() - 1]],
+                us,
                 bytes: m * (depth + 1) * nkv * hd * vb * 2,
             });
         }
     }
     Ok(out)
+}
+
+/// Microseconds per call of `launch(i)` (i = 0, 1, ...: the call's index, for rotating over
+/// copies): median, min and max over `batches` batches of 20 calls timed by device events, after
+/// 3 warm-up calls. Errors: the launch's, or an event failure.
+fn time_launches(
+    dev: &CudaDevice,
+    batches: usize,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<[f64; 3]> {
+    for i in 0..3 {
+        launch(i)?;
+    }
+    let mut times = Vec::with_capacity(batches);
+    let ctx = dev.context();
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    for b in 0..batches.max(1) {
+        let start = ctx.new_event(timing).map_err(drv)?;
+        let end = ctx.new_event(timing).map_err(drv)?;
+        start.record(dev.stream()).map_err(drv)?;
+        for i in 0..20 {
+            launch(b * 20 + i)?;
+        }
+        end.record(dev.stream()).map_err(drv)?;
+        times.push(start.elapsed_ms(&end).map_err(drv)? as f64 * 1e3 / 20.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok([times[times.len() / 2], times[0], times[times.len() - 1]])
 }
 
 /// The timings as a table, with the fraction of `copy_gbps` each one reaches.
