@@ -9,7 +9,8 @@
 // Reduction order (docs/DESIGN.md §3): a query row at position `pos` walks its keys in fixed
 // splits of ATTN_SPLIT positions aligned to multiples of ATTN_SPLIT (split s covers positions
 // s*ATTN_SPLIT ..), in increasing s. Within a split (attn_split_partial below): scores by four
-// lanes' strided float4 dots over head_dim and a two-step xor tree, the split's max (exact in any
+// lanes' strided float4 dots over head_dim (with the f16 cache and head_dim a multiple of 8,
+// strided 8-element chunks) and a two-step xor tree, the split's max (exact in any
 // order), exp, the split's sum by block_sum's fixed tree, and the weighted V sum in fixed position
 // groups added in a fixed order. Splits are merged in increasing s with the usual
 // online-softmax rescaling (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022). Nothing
@@ -26,6 +27,10 @@
 #if KV_F16
 typedef __half kv_t;
 __device__ __forceinline__ kv_t to_kv(float x) { return __float2half_rn(x); }
+// The low (hi = 0) or high half of a word of two f16 values, as f32.
+__device__ __forceinline__ float kv_half(u32 w, int hi) {
+    return __half2float(__ushort_as_half((unsigned short)(hi ? w >> 16 : w & 0xffffu)));
+}
 // Elements p[0 .. 4) as f32 (p 8-byte aligned: head_dim is a multiple of 4). Two 4-byte loads:
 // one 8-byte load split by hand measured slower (run 31).
 __device__ __forceinline__ float4 kv_load4(const kv_t* p) {
@@ -106,6 +111,11 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // Key columns a lane loads ahead in the score loop.
 #ifndef ATTN_KUNROLL
 #define ATTN_KUNROLL (KV_F16 ? 4 : 8)
+#endif
+// f16 cache: 1 = 16-byte key loads (8 halves a lane) where head_dim is a multiple of 8; 0 = the
+// float4 columns of the f32 layout (4 halves a lane).
+#ifndef ATTN_KV16W
+#define ATTN_KV16W 1
 #endif
 // Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
 // to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every
@@ -200,6 +210,40 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
         for (int h = 0; h < GT; ++h) acc[r][h] = 0.0f;
     }
+#if KV_F16 && ATTN_KV16W
+    // f16 cache, head_dim a multiple of 8: lane sub takes 8-element chunks sub, sub + 4, ... (one
+    // 16-byte load each), so a warp's load covers 64 contiguous bytes of each of its 8 positions
+    // rather than 16 (run 31: the 4-byte loads left the f16 kernel L1-bound at 11% of DRAM
+    // bandwidth). A score's order here: a lane's chunks in increasing order, each chunk's 8
+    // elements in order, then the 4-lane xor tree (an order of its own, the same on every path).
+    if ((hd & 7) == 0) {
+        const int c8 = hd >> 3;
+#pragma unroll ATTN_KUNROLL
+        for (int c = sub; c < c8; c += 4) {
+            uint4 w[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[r] = *reinterpret_cast<const uint4*>(kp[r] + 8 * c);
+#pragma unroll
+            for (int h = 0; h < GT; ++h) {
+                const float4 qa = sh.qs[h][2 * c], qb = sh.qs[h][2 * c + 1];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    float t = acc[r][h];
+                    t = __fmaf_rn(qa.x, kv_half(w[r].x, 0), t);
+                    t = __fmaf_rn(qa.y, kv_half(w[r].x, 1), t);
+                    t = __fmaf_rn(qa.z, kv_half(w[r].y, 0), t);
+                    t = __fmaf_rn(qa.w, kv_half(w[r].y, 1), t);
+                    t = __fmaf_rn(qb.x, kv_half(w[r].z, 0), t);
+                    t = __fmaf_rn(qb.y, kv_half(w[r].z, 1), t);
+                    t = __fmaf_rn(qb.z, kv_half(w[r].w, 0), t);
+                    t = __fmaf_rn(qb.w, kv_half(w[r].w, 1), t);
+                    acc[r][h] = t;
+                }
+            }
+        }
+    } else
+#endif
+    {
 #if ATTN_KORDER == 0
     // Positions outer: a position's columns in a row.
 #pragma unroll
@@ -236,6 +280,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         }
     }
 #endif
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll

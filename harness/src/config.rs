@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 34] = [
+pub const KERNEL_DEFINES: [&str; 35] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -19,6 +19,7 @@ pub const KERNEL_DEFINES: [&str; 34] = [
     "ATTN_KUNROLL",
     "ATTN_KORDER",
     "ATTN_MINB",
+    "ATTN_KV16W",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
