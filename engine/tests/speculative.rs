@@ -33,6 +33,20 @@ fn run_with(
     max_tokens: usize,
     spec_row_cost: f32,
 ) -> Vec<Out> {
+    let cfg = SchedulerConfig {
+        max_batch_tokens: 64,
+        spec_row_cost,
+        ..Default::default()
+    };
+    run_cfg(reqs, &vec![max_tokens; reqs.len()], cfg)
+}
+
+/// Runs `reqs` together (request i generating `max_tokens[i]` tokens) under `cfg`.
+fn run_cfg(
+    reqs: &[(String, SamplingParams, Option<SpecParams>)],
+    max_tokens: &[usize],
+    cfg: SchedulerConfig,
+) -> Vec<Out> {
     let model = smol().model.clone();
     // The draft model shares the tokenizer; SmolLM2 drafts for itself (the test is about
     // exactness and bookkeeping, not speed). Its pool is small so drafts also hit "no blocks".
@@ -42,11 +56,7 @@ fn run_with(
         Some(Box::new(move || {
             Ok(Box::new(CpuBackend::new(draft, 12, 16)) as _)
         })),
-        SchedulerConfig {
-            max_batch_tokens: 64,
-            spec_row_cost,
-            ..Default::default()
-        },
+        cfg,
     )
     .unwrap();
     let rxs: Vec<Receiver<Event>> = reqs
@@ -58,7 +68,7 @@ fn run_with(
                 id: i as u64,
                 prompt: smol().tokenizer.encode(text, true).unwrap(),
                 params: params.clone(),
-                max_tokens,
+                max_tokens: max_tokens[i],
                 stop_ids: vec![],
                 n: 1,
                 logprobs: None,
@@ -116,6 +126,84 @@ fn seeded() -> SamplingParams {
         seed: 21,
         ..Default::default()
     }
+}
+
+/// The policy turns speculation off partway through a request without changing a bit: below
+/// `spec_min_acceptance` a sequence pauses drafting (a 1-layer self-draft is rarely right), and
+/// above `spec_max_running` running sequences none drafts (the longer request drafts only once
+/// the shorter one has finished).
+#[test]
+fn policy_turns_speculation_off_mid_request() {
+    let n = 24;
+    let params = seeded();
+    let plain = run(&[(CODE.to_string(), params.clone(), None)], n);
+    let skip = SpecParams::parse("layerskip:1", 4).unwrap();
+    let mut drafted = Vec::new();
+    for min_acceptance in [0.0, 0.99] {
+        let cfg = SchedulerConfig {
+            max_batch_tokens: 64,
+            spec_min_acceptance: min_acceptance,
+            ..Default::default()
+        };
+        let got = run_cfg(&[(CODE.to_string(), params.clone(), Some(skip))], &[n], cfg);
+        assert_eq!(
+            got[0].0, plain[0].0,
+            "min acceptance {min_acceptance}: tokens"
+        );
+        assert_eq!(
+            bits(&got[0].1),
+            bits(&plain[0].1),
+            "{min_acceptance}: logits bits"
+        );
+        drafted.push(got[0].2);
+    }
+    assert!(
+        drafted[1] > 0 && drafted[1] < drafted[0],
+        "drafted without / with the acceptance floor: {drafted:?}"
+    );
+
+    // Greedy, where n-gram drafts on this prompt hit (ngram_k1_to_8_equals_plain_decode).
+    let greedy = SamplingParams::greedy();
+    let plain = run(&[(CODE.to_string(), greedy.clone(), None)], n);
+    let ngram = SpecParams::parse("ngram", 4).unwrap();
+    let reqs = [
+        (CODE.to_string(), greedy.clone(), Some(ngram)),
+        (CODE.to_string(), greedy.clone(), Some(ngram)),
+    ];
+    let mut long_drafted = Vec::new();
+    for max_running in [8, 1] {
+        let cfg = SchedulerConfig {
+            max_batch_tokens: 64,
+            spec_max_running: max_running,
+            ..Default::default()
+        };
+        let got = run_cfg(&reqs, &[6, n], cfg);
+        assert_eq!(
+            got[1].0, plain[0].0,
+            "spec_max_running {max_running}: tokens"
+        );
+        assert_eq!(
+            bits(&got[1].1),
+            bits(&plain[0].1),
+            "{max_running}: logits bits"
+        );
+        assert_eq!(
+            got[0].0,
+            plain[0].0[..6],
+            "{max_running}: the short request's tokens"
+        );
+        if max_running == 1 {
+            assert_eq!(
+                got[0].2, 0,
+                "the short request ran beside the long one: no drafts"
+            );
+        }
+        long_drafted.push(got[1].2);
+    }
+    assert!(
+        long_drafted[1] > 0 && long_drafted[1] < long_drafted[0],
+        "the long request's drafts with 8 / 1 running allowed: {long_drafted:?}"
+    );
 }
 
 #[test]

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod serve;
+pub use serve::ServeConfig;
+
 /// Compile-time constants the kernels read (see kernels/*.cu).
 pub const KERNEL_DEFINES: [&str; 35] = [
     "LIN_WARPS",
@@ -166,63 +169,6 @@ impl Config {
     }
 }
 
-/// Settings of `memra serve` (TOML table `[serve]`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServeConfig {
-    /// Models to serve, each `ALIAS=MODEL` or `MODEL` (empty = smollm2-135m-instruct).
-    pub models: Vec<String>,
-    /// Address to bind.
-    pub host: String,
-    /// Port to bind (0 = any free port; the chosen address is printed).
-    pub port: u16,
-    /// Most tokens (decode rows plus prefill chunk tokens) in one engine step.
-    pub max_batch_tokens: usize,
-    /// Most sequences running at once.
-    pub max_running: usize,
-    /// Most requests waiting for admission; more are refused with 429.
-    pub queue_capacity: usize,
-    /// Context length served (0 = the model's own, capped by the KV cache).
-    pub context_len: usize,
-    /// Bearer key required on the API routes (none = open). Never printed or logged.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<String>,
-    /// Draft model for `speculative.method = "draft"` (anything `memra pull` accepts; it must
-    /// share the served models' tokenizer).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub draft_model: Option<String>,
-    /// Keyring file: TOML `[[key]]` tables with `sha256` (hex of the key), `tenant`,
-    /// `max_concurrent` (0 = no cap) and `disabled`. Keys are never stored in clear.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub keyring: Option<PathBuf>,
-    /// Largest request body in bytes (larger ones get 413).
-    pub max_body_bytes: usize,
-    /// Seconds between SSE keep-alive comments while a stream waits.
-    pub keepalive_secs: u64,
-    /// Seconds in-flight requests get to finish after SIGTERM before the server exits.
-    pub drain_secs: u64,
-}
-
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            models: Vec::new(),
-            host: "127.0.0.1".into(),
-            port: 8000,
-            max_batch_tokens: 512,
-            max_running: 64,
-            queue_capacity: 256,
-            context_len: 0,
-            api_key: None,
-            keyring: None,
-            draft_model: None,
-            max_body_bytes: 4 << 20,
-            keepalive_secs: 10,
-            drain_secs: 30,
-        }
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -341,6 +287,13 @@ pub struct ConfigArgs {
     /// serve: draft model for speculative decoding with method "draft" [default: none].
     #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub draft_model: Option<String>,
+    /// serve: speculation for requests without the `speculative` extension: off, ngram[:N],
+    /// layerskip:L or draft; the policy still decides each step [default: ngram].
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    pub speculative: Option<String>,
+    /// serve: most draft tokens per verify for --speculative (1..=16) [default: 4].
+    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    pub speculative_k: Option<usize>,
     /// serve: seconds between SSE keep-alive comments [default: 10].
     #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
     pub keepalive_secs: Option<u64>,
@@ -362,6 +315,8 @@ impl ConfigArgs {
             ("--context-len", self.context_len.is_some()),
             ("--keyring", self.keyring.is_some()),
             ("--draft-model", self.draft_model.is_some()),
+            ("--speculative", self.speculative.is_some()),
+            ("--speculative-k", self.speculative_k.is_some()),
             ("--keepalive-secs", self.keepalive_secs.is_some()),
             ("--drain-secs", self.drain_secs.is_some()),
         ]
@@ -409,6 +364,8 @@ impl ConfigArgs {
             ("serve.api_key", self.api_key.is_some()),
             ("serve.keyring", self.keyring.is_some()),
             ("serve.draft_model", self.draft_model.is_some()),
+            ("serve.speculative", self.speculative.is_some()),
+            ("serve.speculative_k", self.speculative_k.is_some()),
             ("serve.keepalive_secs", self.keepalive_secs.is_some()),
             ("serve.drain_secs", self.drain_secs.is_some()),
         ]
@@ -502,6 +459,12 @@ impl ConfigArgs {
         if let Some(v) = &self.draft_model {
             s.draft_model = Some(v.clone());
         }
+        if let Some(v) = &self.speculative {
+            s.speculative = v.clone();
+        }
+        if let Some(v) = self.speculative_k {
+            s.speculative_k = v;
+        }
         if let Some(v) = self.keepalive_secs {
             s.keepalive_secs = v;
         }
@@ -512,6 +475,17 @@ impl ConfigArgs {
             anyhow::bail!(
                 "serve: max_batch_tokens, max_running and keepalive_secs must be positive"
             );
+        }
+        let spec = c.serve.default_spec().map_err(|e| {
+            anyhow::anyhow!(
+                "serve.speculative / speculative_k ({}): {e}",
+                c.source("serve.speculative")
+            )
+        })?;
+        if spec.is_some_and(|p| p.method == memra_engine::spec::SpecMethod::DraftModel)
+            && c.serve.draft_model.is_none()
+        {
+            anyhow::bail!("serve.speculative = \"draft\" needs serve.draft_model (--draft-model)");
         }
         if !matches!(c.backend.as_str(), "cpu" | "cuda" | "auto") {
             anyhow::bail!("backend must be cpu, cuda or auto (got {:?})", c.backend);
@@ -737,6 +711,38 @@ mod tests {
         assert_eq!(opts.defines.get("KV_F16").map(String::as_str), Some("1"));
         let plain = crate::backends::kernel_options(&Config::default(), &[]);
         assert!(!plain.defines.contains_key("KV_F16"));
+    }
+
+    #[test]
+    fn serve_speculative_default_and_validation() {
+        use memra_engine::spec::{SpecMethod, SpecParams};
+        let d = Config::default().serve.default_spec().unwrap();
+        assert_eq!(d, Some(SpecParams::parse("ngram", 4).unwrap()));
+        let with = |m: &str, k: Option<usize>, draft: Option<&str>| {
+            ConfigArgs {
+                speculative: Some(m.into()),
+                speculative_k: k,
+                draft_model: draft.map(Into::into),
+                ..Default::default()
+            }
+            .resolve()
+            .map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(
+            with("off", None, None).unwrap().serve.default_spec(),
+            Ok(None)
+        );
+        let c = with("layerskip:3", Some(2), None).unwrap();
+        let p = c.serve.default_spec().unwrap().unwrap();
+        assert_eq!((p.method, p.k), (SpecMethod::LayerSkip { layers: 3 }, 2));
+        assert_eq!(c.source("serve.speculative"), "flag");
+        for (m, k) in [("medusa", None), ("ngram", Some(0)), ("ngram", Some(17))] {
+            let e = with(m, k, None).unwrap_err();
+            assert!(e.contains("serve.speculative"), "{m} {k:?}: {e}");
+        }
+        let e = with("draft", None, None).unwrap_err();
+        assert!(e.contains("needs serve.draft_model"), "{e}");
+        assert!(with("draft", None, Some("smollm2-135m-instruct")).is_ok());
     }
 
     #[test]

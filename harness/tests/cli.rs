@@ -2,7 +2,7 @@
 //! arguments checked before any work, gates of another lane named as skipped.
 
 mod cli_util;
-use cli_util::{failed, memra, ok, stdout};
+use cli_util::{failed, memra, ok, stderr, stdout};
 
 /// Serve-only flags on another command are refused (they would be ignored), naming each flag;
 /// `memra serve` itself takes them.
@@ -97,6 +97,75 @@ fn run_k_without_spec_is_refused() {
         "8",
     ]));
     assert!(e.contains("--k sets the draft length of --spec"), "{e}");
+}
+
+/// `memra run --spec` on the real SmolLM2 (CPU): n-gram and layer-skip drafting print their
+/// counts, the text equals plain decode's (the command checks and says so), and n-gram drafts
+/// on a prompt the answer repeats.
+#[test]
+fn run_spec_equals_plain_decode() {
+    let model = smol_path();
+    let prompt = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return";
+    let plain = ok(memra(&[
+        "--backend",
+        "cpu",
+        "run",
+        &model,
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        "24",
+        "--temperature",
+        "0",
+        "--ignore-eos",
+        "--no-check",
+    ]));
+    for (spec, must_draft) in [("ngram", true), ("layerskip:15", false)] {
+        let out = ok(memra(&[
+            "--backend",
+            "cpu",
+            "run",
+            &model,
+            "--prompt",
+            prompt,
+            "--max-tokens",
+            "24",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+            "--spec",
+            spec,
+            "--k",
+            "4",
+        ]));
+        let err = stderr(&out);
+        assert!(err.contains("identical to plain decode"), "{spec}: {err}");
+        assert_eq!(stdout(&out), stdout(&plain), "{spec}");
+        let drafted: u64 = err
+            .split("drafted ")
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{spec}: no drafted count in {err}"));
+        assert!(!must_draft || drafted > 0, "{spec}: drafted {drafted}");
+    }
+}
+
+/// The SmolLM2 file `memra pull` caches (the CI script pulls it).
+fn smol_path() -> String {
+    let name = "smollm2-135m-instruct";
+    let cache = std::env::var_os("MEMRA_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/memra")
+        });
+    let p = cache.join("models").join(name).join(format!("{name}.gguf"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `memra pull {name}`",
+        p.display()
+    );
+    p.display().to_string()
 }
 
 /// `probe --bench-kernels` checks its token counts and formats at parse time, naming the value.

@@ -332,11 +332,16 @@ impl Core {
         }
         self.counters.spec_drafted += draft.len() as u64;
         self.counters.spec_accepted += accepted as u64;
-        if self.counters.spec_accepted_at.len() < draft.len() {
-            self.counters.spec_accepted_at.resize(draft.len(), 0);
+        let c = &mut self.counters;
+        if c.spec_accepted_at.len() < draft.len() {
+            c.spec_accepted_at.resize(draft.len(), 0);
+            c.spec_drafted_at.resize(draft.len(), 0);
         }
-        for a in &mut self.counters.spec_accepted_at[..accepted] {
+        for a in &mut c.spec_accepted_at[..accepted] {
             *a += 1;
+        }
+        for d in &mut c.spec_drafted_at[..draft.len()] {
+            *d += 1;
         }
         let Some(i) = self.running.iter().position(|s| s.order == key) else {
             return;

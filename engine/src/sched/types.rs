@@ -111,6 +111,9 @@ pub struct Stats {
     pub spec_accepted: u64,
     /// Accepted drafts by position in the draft (index 0 = first draft token).
     pub spec_accepted_at: Vec<u64>,
+    /// Verifies whose draft reached each position (index 0 = every verify with a draft), so the
+    /// acceptance rate at position j is `spec_accepted_at[j] / spec_drafted_at[j]`.
+    pub spec_drafted_at: Vec<u64>,
 }
 
 /// Deliberately broken scheduler behaviours. They exist only so the gates can prove they would

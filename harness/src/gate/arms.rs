@@ -15,11 +15,13 @@ use std::time::Duration;
 const BLOCKS: usize = 512;
 const BLOCK_SIZE: usize = 16;
 
-/// What one request produced: the chosen tokens and the logits row behind each.
+/// What one request produced: the chosen tokens and the logits row behind each, and how many
+/// draft tokens speculation proposed for it (0 without).
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
     pub tokens: Vec<u32>,
     pub logits: Vec<Arc<Vec<f32>>>,
+    pub drafted: u32,
 }
 
 /// The first place two traces disagree.
@@ -194,10 +196,12 @@ pub fn solo(
     Ok(Trace {
         tokens: o.tokens,
         logits: o.step_logits.into_iter().map(Arc::new).collect(),
+        drafted: 0,
     })
 }
 
 /// One request for [`scheduled`].
+#[derive(Clone)]
 pub struct Job {
     pub prompt: Vec<u32>,
     pub params: SamplingParams,
@@ -318,7 +322,9 @@ fn collect(rx: &Receiver<Event>, n: usize, _: Option<()>) -> Result<(Vec<Trace>,
                 t.logits
                     .push(logits.ok_or_else(|| anyhow!("no logits in event"))?);
             }
-            Event::Finished { .. } => {}
+            Event::Finished {
+                choice, drafted, ..
+            } => traces[choice as usize].drafted = drafted,
             Event::Done => return Ok((traces, cached)),
             Event::Error(e) => bail!("request failed: {e}"),
         }

@@ -7,6 +7,7 @@ mod arms;
 mod level_b;
 mod serving;
 mod spec;
+mod speculative;
 
 use crate::config::Config;
 use anyhow::{bail, Context, Result};
@@ -51,7 +52,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn from_compare(what: &str, (compared, diff): (usize, Option<Diff>)) -> Outcome {
+    pub(super) fn from_compare(what: &str, (compared, diff): (usize, Option<Diff>)) -> Outcome {
         match &diff {
             None => Outcome {
                 green: true,
@@ -277,7 +278,7 @@ fn prompts(g: &GateSpec, repo: &Path, m: &LoadedModel) -> Result<Vec<Vec<u32>>> 
         .collect()
 }
 
-fn params(g: &GateSpec, i: usize) -> SamplingParams {
+pub(super) fn params(g: &GateSpec, i: usize) -> SamplingParams {
     match &g.sampling {
         None => SamplingParams::greedy(),
         Some(s) => SamplingParams {
@@ -519,80 +520,7 @@ fn run_one(
                 compare(&reference, &fast, true),
             )
         }
-        Kind::Speculative => {
-            // Reference: every request plain, greedy and seeded. Fast: the odd requests
-            // speculate, in the same batch as the even (plain) ones.
-            let mut compared = 0;
-            let sampling_sets: Vec<bool> = if g.sampling.is_some() {
-                vec![false, true]
-            } else {
-                vec![false]
-            };
-            for &sampled in &sampling_sets {
-                let pick = |i: usize| {
-                    if sampled {
-                        params(g, i)
-                    } else {
-                        SamplingParams::greedy()
-                    }
-                };
-                // Odd requests speculate with `sp`; the even ones decode plainly beside them.
-                let jobs_with = |sp: Option<memra_engine::spec::SpecParams>| -> Vec<Job> {
-                    ps.iter()
-                        .enumerate()
-                        .map(|(i, p)| Job {
-                            prompt: p.clone(),
-                            params: pick(i),
-                            n: 1,
-                            tenant: format!("g{i}"),
-                            spec: sp.filter(|_| i % 2 == 1),
-                        })
-                        .collect()
-                };
-                let base = jobs_with(None);
-                let (reference, _) = scheduled(
-                    model,
-                    &base,
-                    g.max_tokens,
-                    sched_config(64, None),
-                    BackendCanary::None,
-                    Submission::AllAtOnce,
-                )?;
-                for d in &g.drafters {
-                    for &k in &g.ks {
-                        let sp = memra_engine::spec::SpecParams::parse(d, k)
-                            .map_err(anyhow::Error::msg)?;
-                        let jobs = jobs_with(Some(sp));
-                        let (fast, _) = scheduled(
-                            model,
-                            &jobs,
-                            g.max_tokens,
-                            sched_config(64, sched_canary),
-                            backend_canary,
-                            Submission::AllAtOnce,
-                        )?;
-                        let (n, d_) = compare(&reference, &fast, true);
-                        compared += n;
-                        if d_.is_some() {
-                            let mut o = Outcome::from_compare("", (compared, d_));
-                            o.detail = format!(
-                                "{d} k={k} {}: {}",
-                                if sampled { "seeded" } else { "greedy" },
-                                o.detail
-                            );
-                            return Ok(o);
-                        }
-                    }
-                }
-            }
-            Outcome::from_compare(
-                &format!(
-                    "drafters {:?} at k {:?}, greedy and seeded, bit-identical to plain decode",
-                    g.drafters, g.ks
-                ),
-                (compared, None),
-            )
-        }
+        Kind::Speculative => speculative::run(g, model, &ps, sched_canary, backend_canary)?,
         Kind::HfParity | Kind::TokenizerParity | Kind::BackendParity | Kind::Serving => {
             unreachable!("handled above")
         }

@@ -31,6 +31,7 @@ pub struct Metrics {
     spec_drafted: IntCounterVec,
     spec_accepted: IntCounterVec,
     spec_accepted_at: IntCounterVec,
+    spec_drafted_at: IntCounterVec,
     /// Serializes scrapes (cumulative engine counters are advanced by their difference).
     scrape: Mutex<()>,
 }
@@ -136,7 +137,13 @@ impl Metrics {
             spec_accepted_at: counter(
                 &r,
                 "memra_spec_accepted_by_position_total",
-                "Accepted draft tokens by position in the draft (0 = first); acceptance rate at a position = this / verifies that drafted that far.",
+                "Accepted draft tokens by position in the draft (0 = first); acceptance rate at a position = this / memra_spec_drafted_by_position_total at that position.",
+                &["model", "position"],
+            ),
+            spec_drafted_at: counter(
+                &r,
+                "memra_spec_drafted_by_position_total",
+                "Verifies whose draft reached this position (0 = first draft token).",
                 &["model", "position"],
             ),
             registry: r,
@@ -169,11 +176,14 @@ impl Metrics {
             d.inc_by(s.spec_drafted.saturating_sub(d.get()));
             let a = self.spec_accepted.with_label_values(&l);
             a.inc_by(s.spec_accepted.saturating_sub(a.get()));
-            for (pos, &n) in s.spec_accepted_at.iter().enumerate() {
-                let c = self
-                    .spec_accepted_at
-                    .with_label_values(&[m.id.as_str(), pos.to_string().as_str()]);
-                c.inc_by(n.saturating_sub(c.get()));
+            for (vec, counts) in [
+                (&self.spec_accepted_at, &s.spec_accepted_at),
+                (&self.spec_drafted_at, &s.spec_drafted_at),
+            ] {
+                for (pos, &n) in counts.iter().enumerate() {
+                    let c = vec.with_label_values(&[m.id.as_str(), pos.to_string().as_str()]);
+                    c.inc_by(n.saturating_sub(c.get()));
+                }
             }
         }
         let mut out = Vec::new();

@@ -68,6 +68,8 @@ pub struct ModelEntry {
     pub metrics: Arc<Metrics>,
     /// Whether a draft model is loaded beside it (for `speculative.method = "draft"`).
     pub has_draft: bool,
+    /// Speculation for requests without the extension (`serve.speculative`; None = off).
+    pub default_spec: Option<memra_engine::spec::SpecParams>,
 }
 
 /// What every handler shares.
@@ -276,6 +278,7 @@ fn load_models(
                 .unwrap_or(0),
             metrics: metrics.clone(),
             has_draft,
+            default_spec: cfg.serve.default_spec().map_err(anyhow::Error::msg)?,
         }));
     }
     Ok(out)

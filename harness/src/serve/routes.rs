@@ -87,6 +87,9 @@ fn options(
 ) -> Result<schemas::Options, ApiError> {
     let mut opts = common.validate(m.vocab)?;
     opts.tenant = format!("{}\u{1f}{}", tenant.0, opts.tenant);
+    if !opts.spec_set {
+        opts.spec = m.default_spec;
+    }
     if opts
         .spec
         .is_some_and(|s| s.method == memra_engine::spec::SpecMethod::DraftModel)

@@ -21,6 +21,9 @@ pub struct Options {
     pub tenant: String,
     /// Speculative decoding requested for this request.
     pub spec: Option<memra_engine::spec::SpecParams>,
+    /// Whether the request carried the `speculative` extension (else the server's default
+    /// applies, `serve.speculative`).
+    pub spec_set: bool,
 }
 
 fn in_range(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Result<f32, ApiError> {
@@ -177,11 +180,13 @@ impl Common {
             include_usage,
             tenant: self.user.clone().unwrap_or_default(),
             spec: parse_speculative(self.speculative.as_ref())?,
+            spec_set: self.speculative.is_some(),
         })
     }
 }
 
-/// The `speculative` extension: absent or `"off"` = plain decode; otherwise a method and K.
+/// The `speculative` extension: `"off"` = plain decode; otherwise a method and K. Absent (or
+/// null) parses to None here; the caller then applies the server's default.
 fn parse_speculative(
     v: Option<&Value>,
 ) -> Result<Option<memra_engine::spec::SpecParams>, ApiError> {
