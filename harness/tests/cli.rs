@@ -206,3 +206,122 @@ fn quantize_names_a_bad_input() {
     let e = failed(memra(&["quantize", "a.gguf", "b.gguf", "--to", "q4_0"]));
     assert!(e.contains("invalid value 'q4_0'"), "{e}");
 }
+
+/// `memra tune` end to end on the CPU with the tiny synthetic model: it sweeps the prefill chunk
+/// and measures the speculation constants, runs the named gate with the kept values, writes the
+/// defaults file with provenance, and `--device-defaults FILE` then supplies its values, naming
+/// the file as their source.
+#[test]
+fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cpu.toml");
+    let gates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gates");
+    let run = ok(memra(&[
+        "--backend",
+        "cpu",
+        "--cache-dir",
+        tmp.path().to_str().unwrap(),
+        "tune",
+        "--model",
+        "synth:tiny-llama:q4_k",
+        "--what",
+        "prefill,spec",
+        "--gates",
+        "speculative/tiny-llama",
+        "--gates-dir",
+        gates.to_str().unwrap(),
+        "--reps",
+        "2",
+        "--new-tokens",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let log = format!("{}{}", stdout(&run), stderr(&run));
+    assert!(log.contains("1 gates run, 0 failed"), "{log}");
+    let t: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(t["device"]["compute_capability"].as_str(), Some("cpu"));
+    assert_eq!(t["provenance"]["tool"].as_str(), Some("memra tune"));
+    assert!(t["provenance"]["notes"]
+        .as_str()
+        .unwrap()
+        .contains("tiny-llama-q4_k"));
+    let chunk = &t["engine"]["prefill_chunk"];
+    let kept = chunk["value"].as_integer().unwrap();
+    let tried: Vec<i64> = chunk["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_integer().unwrap())
+        .collect();
+    let i = tried
+        .iter()
+        .position(|&v| v == kept)
+        .expect("kept one of the tried");
+    assert_eq!(
+        chunk["median"].as_float(),
+        chunk["tried_medians"][i].as_float()
+    );
+    assert_eq!(chunk["n"].as_integer(), Some(2));
+    // The break-even acceptance a solves (1 - a^5) / (1 - a) = the measured verify cost
+    // (a rounded to two decimals).
+    let acc = &t["engine"]["spec_min_acceptance"];
+    let (a, cost) = (
+        acc["value"].as_float().unwrap(),
+        acc["median"].as_float().unwrap(),
+    );
+    let tokens = |a: f64| (1.0 - a.powi(5)) / (1.0 - a);
+    let consistent = match a {
+        a if a < 0.005 => cost <= tokens(0.01),
+        a if a > 0.995 => cost >= tokens(0.98),
+        a => tokens(a - 0.01) <= cost + 1e-9 && cost <= tokens(a + 0.01),
+    };
+    assert!(consistent, "acceptance {a} for verify cost {cost}");
+    let cfg = ok(memra(&[
+        "--backend",
+        "cpu",
+        "--device-defaults",
+        out.to_str().unwrap(),
+        "serve",
+        "--print-config",
+    ]));
+    let line = stdout(&cfg)
+        .lines()
+        .find(|l| l.starts_with("prefill_chunk ="))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.starts_with(&format!("prefill_chunk = {kept} "))
+            && line.contains(out.to_str().unwrap())
+            && line.contains("memra tune"),
+        "{line}"
+    );
+}
+
+/// `memra probe` on the CPU backend names the device, counts the cores and measures a memory
+/// copy bandwidth (a positive number of GB/s).
+#[test]
+fn probe_on_the_cpu_reports_cores_and_bandwidth() {
+    let out = ok(memra(&["--backend", "cpu", "probe"]));
+    let text = stdout(&out);
+    let field = |name: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name:?} line in {text}"))
+            .trim()
+            .to_string()
+    };
+    assert!(field("device").starts_with("cpu"), "{text}");
+    let cores: usize = field("cores").parse().unwrap();
+    assert_eq!(
+        cores,
+        std::thread::available_parallelism().unwrap().get(),
+        "{text}"
+    );
+    let gbps: f64 = field("memory copy")
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(gbps > 0.1 && gbps < 10_000.0, "{text}");
+}
