@@ -451,3 +451,48 @@ fn vs_anchors_are_recorded_per_cell() {
     assert!(h.contains("q4_k") && h.contains("bf16"), "{h}");
     assert!(rows[0]["median"].as_f64().unwrap() > 0.0);
 }
+
+/// `bench ttft --vs llama.cpp` runs llama-bench's prompt processing (`-p N -n 0`) for each
+/// prompt length and records it as ms for the prompt, with memra's ratio to it; the HF anchors
+/// time decode only and say so. A stand-in llama-bench (a shell script) reports prompt tok/s of
+/// N and 2N per repetition, so the prompt takes 1,000 and 500 ms.
+#[test]
+fn ttft_vs_llama_cpp_records_prompt_ms() {
+    let b = Bench::new();
+    let fake = b.path("llama-bench");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -p) p=$2;; -n) n=$2;; esac; shift; done\n\
+         echo \"[{\\\"n_prompt\\\":$p,\\\"n_gen\\\":$n,\\\"samples_ts\\\":[$p,$((p * 2))]}]\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rows = b.rows(
+        "vs-ttft.jsonl",
+        &[
+            "ttft",
+            "--prompt-len",
+            "16,64",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--vs",
+            "llama.cpp,hf-eager",
+            "--llama-bench",
+            fake.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let a = &r["anchor"]["llama.cpp"];
+        assert_eq!(a["unit"], "ms", "{a}");
+        assert_eq!((f(a, "min"), f(a, "max")), (500.0, 1000.0), "{a}");
+        let n = r["params"]["prompt_len"].as_u64().unwrap();
+        assert_eq!(a["extra"]["n_prompt"].as_u64(), Some(n));
+        assert!((f(a, "ratio") - f(r, "median") / f(a, "median")).abs() < 1e-12);
+        let h = r["anchor"]["hf-eager"]["error"].as_str().unwrap();
+        assert!(h.contains("decode only"), "{h}");
+    }
+}

@@ -1,5 +1,6 @@
-//! `memra bench decode --vs ...`: the anchors DESIGN.md §5 names, measured in the same call on the
-//! same weights and conditions as memra's cells, and written into each row's `anchor` field.
+//! `memra bench decode|ttft --vs ...`: the anchors DESIGN.md §5 names, measured in the same call
+//! on the same weights and conditions as memra's cells, and written into each row's `anchor`
+//! field.
 //!
 //! - `hf-eager`, `gpt-fast`: research/anchors/hf_decode.py (HF transformers, eager; or a static KV
 //!   cache with `torch.compile(mode="reduce-overhead")`, the gpt-fast recipe) on the same model as
@@ -7,9 +8,12 @@
 //!   as safetensors (bf16/f16 only).
 //! - `llama.cpp`: `llama-bench` (path from `--llama-bench`) on the same GGUF file, text
 //!   generation of the same length after the same depth (`-d`), all layers offloaded, flash
-//!   attention on; batch 1 only (llama-bench decodes one sequence).
+//!   attention on; batch 1 only (llama-bench decodes one sequence). For ttft cells, prompt
+//!   processing of the same length (`-p N -n 0`), its tok/s turned into ms for the prompt (the
+//!   HF anchors time decode only).
 //!
-//! Anchors run after memra's cells, once memra's KV cache is freed, so both see the same device.
+//! Anchors run before memra builds its engine (memra's KV cache takes most of the device memory,
+//! and a pooled allocator need not hand it back), so both see the same device.
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -28,11 +32,13 @@ pub enum Anchor {
     LlamaCpp,
 }
 
-/// One decode cell to measure an anchor on.
+/// One cell to measure an anchor on: a decode cell (`prompt_len` 0), or a ttft cell
+/// (`prompt_len` tokens of prompt, nothing generated).
 pub struct Cell {
     pub batch: usize,
     pub depth: usize,
     pub new_tokens: usize,
+    pub prompt_len: usize,
     pub reps: usize,
     pub warmup: usize,
 }
@@ -75,6 +81,9 @@ fn summary(name: &str, unit: &str, v: &[f64], extra: Value) -> Value {
 /// memra / anchor added by the caller). A failing anchor is an error naming the command.
 pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
     match anchor {
+        Anchor::HfEager | Anchor::GptFast if cell.prompt_len > 0 => {
+            bail!("the HF anchors time decode only; ttft cells take --vs llama.cpp")
+        }
         Anchor::HfEager | Anchor::GptFast => {
             let dir = hf_dir(inp)?;
             let script = inp.repo.join("research/anchors/hf_decode.py");
@@ -126,10 +135,15 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
                     inp.path.display()
                 );
             }
+            let (p, n) = if cell.prompt_len > 0 {
+                (cell.prompt_len, 0)
+            } else {
+                (0, cell.new_tokens)
+            };
             let out = Command::new(inp.llama_bench)
                 .arg("-m")
                 .arg(inp.path)
-                .args(["-p", "0", "-n", &cell.new_tokens.to_string()])
+                .args(["-p", &p.to_string(), "-n", &n.to_string()])
                 .args(["-d", &cell.depth.to_string()])
                 .args([
                     "-r",
@@ -154,9 +168,51 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
                         .unwrap_or("")
                 );
             }
-            parse_llama_bench(&String::from_utf8_lossy(&out.stdout))
+            let text = String::from_utf8_lossy(&out.stdout);
+            if cell.prompt_len > 0 {
+                parse_llama_bench_prompt(&text)
+            } else {
+                parse_llama_bench(&text)
+            }
         }
     }
+}
+
+/// The prompt-processing time of llama-bench's JSON output (`-o json`, a test with `n_prompt` > 0
+/// and `n_gen` = 0), as ms for the whole prompt: n_prompt / tok/s per repetition
+/// (`samples_ts`, else `avg_ts` alone).
+pub fn parse_llama_bench_prompt(text: &str) -> Result<Value> {
+    let v: Value = serde_json::from_str(text).context("llama-bench output is not JSON")?;
+    let test = v
+        .as_array()
+        .and_then(|a| {
+            a.iter().find(|t| {
+                t["n_prompt"].as_u64().unwrap_or(0) > 0 && t["n_gen"].as_u64().unwrap_or(0) == 0
+            })
+        })
+        .context("llama-bench output has no prompt-processing test")?;
+    let n = test["n_prompt"].as_f64().unwrap_or(0.0);
+    let ts: Vec<f64> = match test["samples_ts"].as_array() {
+        Some(a) if !a.is_empty() => a.iter().filter_map(Value::as_f64).collect(),
+        _ => vec![test["avg_ts"]
+            .as_f64()
+            .context("llama-bench output without avg_ts")?],
+    };
+    let ms: Vec<f64> = ts
+        .iter()
+        .filter(|t| **t > 0.0)
+        .map(|t| n / t * 1e3)
+        .collect();
+    if ms.is_empty() {
+        bail!("llama-bench reported no positive prompt tok/s");
+    }
+    Ok(summary(
+        "llama.cpp",
+        "ms",
+        &ms,
+        json!({"build_commit": test["build_commit"], "n_prompt": test["n_prompt"],
+               "prompt_tok_s": ts, "flash_attn": test["flash_attn"], "type": test["model_type"]}),
+    ))
 }
 
 /// The tok/s of llama-bench's JSON output (`-o json`): its per-repetition `samples_ts` when
@@ -203,5 +259,17 @@ mod tests {
         );
         assert!(parse_llama_bench(r#"[{"n_gen":0,"avg_ts":1.0}]"#).is_err());
         assert!(parse_llama_bench("not json").is_err());
+    }
+
+    #[test]
+    fn llama_bench_prompt_json_gives_ms_for_the_prompt() {
+        let text = r#"[{"n_prompt":1024,"n_gen":0,"avg_ts":10000.0,
+            "samples_ts":[10240.0,9000.0,12800.0]}]"#;
+        let v = parse_llama_bench_prompt(text).unwrap();
+        assert_eq!(v["unit"], "ms");
+        assert_eq!(v["median"].as_f64(), Some(100.0));
+        assert_eq!(v["min"].as_f64(), Some(80.0));
+        assert!((v["max"].as_f64().unwrap() - 1024.0 / 9000.0 * 1e3).abs() < 1e-9);
+        assert!(parse_llama_bench_prompt(r#"[{"n_prompt":0,"n_gen":64,"avg_ts":5.0}]"#).is_err());
     }
 }

@@ -84,8 +84,9 @@ pub struct BenchArgs {
     /// decode, serve, spec: tokens generated per sequence (end-of-sequence ignored).
     #[arg(long, default_value_t = 256)]
     pub new_tokens: usize,
-    /// ttft, prefix: prompt lengths in tokens, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "512,1024,4096")]
+    /// ttft, prefix: prompt lengths in tokens, comma-separated (ttft skips, with a note, lengths
+    /// beyond the model's context).
+    #[arg(long, value_delimiter = ',', default_value = "512,1024,4096,16384")]
     pub prompt_len: Vec<usize>,
     /// prefix: tokens after the cached prefix (the part a hit still prefills).
     #[arg(long, default_value_t = 32)]
@@ -247,8 +248,11 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    if !args.vs.is_empty() && args.compare.is_none() && args.scenario != Some(Scenario::Decode) {
-        bail!("--vs anchors are measured for decode cells only");
+    if !args.vs.is_empty()
+        && args.compare.is_none()
+        && !matches!(args.scenario, Some(Scenario::Decode | Scenario::Ttft))
+    {
+        bail!("--vs anchors are measured for decode and ttft cells only");
     }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
@@ -286,7 +290,12 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     let anchored = measure_anchors(args, &ctx);
     let mut rows = measure(scenario, args, &mut ctx)?;
     for row in rows.iter_mut() {
-        let Some((_, all)) = anchored.iter().find(|(params, _)| *params == row.params) else {
+        // An anchor cell's params are the row's, or (ttft: without prefill_chunk) a part of them.
+        let Some((_, all)) = anchored.iter().find(|(params, _)| {
+            params
+                .as_object()
+                .is_some_and(|p| p.iter().all(|(k, v)| row.params.get(k) == Some(v)))
+        }) else {
             continue;
         };
         let mut all = all.clone();
@@ -305,7 +314,8 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
 }
 
 /// Measures every `--vs` anchor on every decode cell of `args` (depth × batch, as `decode` walks
-/// them), keyed by the cell's row params; memra's rows get them attached (`anchor`: the anchors
+/// them) or ttft cell (each prompt length within the model's context), keyed by the cell's row
+/// params (ttft: the prompt length); memra's rows get them attached (`anchor`: the anchors
 /// by name, each with median/min/max and `ratio` = memra median / anchor median). An anchor that
 /// cannot run is recorded with its error, never silently dropped.
 fn measure_anchors(args: &BenchArgs, ctx: &Ctx) -> Vec<(serde_json::Value, serde_json::Value)> {
@@ -322,30 +332,44 @@ fn measure_anchors(args: &BenchArgs, ctx: &Ctx) -> Vec<(serde_json::Value, serde
     if args.vs.is_empty() {
         return out;
     }
-    for &depth in &args.depth {
-        for &batch in &args.batch {
-            let params =
-                serde_json::json!({"batch": batch, "depth": depth, "new_tokens": args.new_tokens});
-            let cell = anchors::Cell {
-                batch,
-                depth,
-                new_tokens: args.new_tokens,
-                reps: args.reps,
-                warmup: args.warmup,
-            };
-            let mut all = serde_json::Map::new();
-            for &a in &args.vs {
-                let name = a
-                    .to_possible_value()
-                    .map_or("?".into(), |v| v.get_name().to_string());
-                eprintln!("anchor {name} on {params}");
-                let v = anchors::measure(a, &cell, &inp).unwrap_or_else(
-                    |e| serde_json::json!({"name": name, "error": format!("{e:#}")}),
-                );
-                all.insert(name, v);
+    let mut cells = Vec::new();
+    if args.scenario == Some(Scenario::Ttft) {
+        let ctx_len = ctx.loaded.model.config.max_context;
+        for &len in &args.prompt_len {
+            if ctx_len == 0 || len < ctx_len {
+                let params = serde_json::json!({"prompt_len": len});
+                cells.push((params, (1, 0, 0, len)));
             }
-            out.push((params, serde_json::Value::Object(all)));
         }
+    } else {
+        for &depth in &args.depth {
+            for &batch in &args.batch {
+                let params = serde_json::json!({"batch": batch, "depth": depth,
+                                                "new_tokens": args.new_tokens});
+                cells.push((params, (batch, depth, args.new_tokens, 0)));
+            }
+        }
+    }
+    for (params, (batch, depth, new_tokens, prompt_len)) in cells {
+        let cell = anchors::Cell {
+            batch,
+            depth,
+            new_tokens,
+            prompt_len,
+            reps: args.reps,
+            warmup: args.warmup,
+        };
+        let mut all = serde_json::Map::new();
+        for &a in &args.vs {
+            let name = a
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string());
+            eprintln!("anchor {name} on {params}");
+            let v = anchors::measure(a, &cell, &inp)
+                .unwrap_or_else(|e| serde_json::json!({"name": name, "error": format!("{e:#}")}));
+            all.insert(name, v);
+        }
+        out.push((params, serde_json::Value::Object(all)));
     }
     out
 }
@@ -437,6 +461,13 @@ fn ttft(
     let c = &loaded.model.config;
     let mut rows = Vec::new();
     for &len in &args.prompt_len {
+        if c.max_context > 0 && len + 1 > c.max_context {
+            eprintln!(
+                "ttft: skipping the {len}-token prompt: beyond the model's context of {} tokens",
+                c.max_context
+            );
+            continue;
+        }
         if len + 1 > engine.blocks.num_blocks() * engine.blocks.block_size() {
             bail!("a {len}-token prompt does not fit the KV cache; raise --kv-cache-mib");
         }
