@@ -496,3 +496,81 @@ fn ttft_vs_llama_cpp_records_prompt_ms() {
         assert!(h.contains("decode only"), "{h}");
     }
 }
+
+/// `--compare REF --against BIN`: BIN measures REF's cells now, one run per round interleaved
+/// with this build's runs, and is the reference. BIN here is a stand-in "other build": a script
+/// that logs its arguments, runs this memra, and scales the tok/s it wrote by FACTOR, so the
+/// verdicts are known: 1000 x faster makes this build REGRESSED (exit non-zero), 1/1000 improved.
+#[test]
+fn compare_against_another_build_interleaves_and_uses_its_runs() {
+    let b = Bench::new();
+    let args = [
+        "decode",
+        "--depth",
+        "8",
+        "--new-tokens",
+        "16",
+        "--reps",
+        "1",
+    ];
+    b.rows("ref.jsonl", &args);
+    let refp = b.path("ref.jsonl");
+    let log = b.path("other.log");
+    let script = |factor: f64| {
+        let p = b.path(&format!("other-{factor}"));
+        let body = format!(
+            "#!/bin/sh\necho \"$@\" >> {log}\n{memra} \"$@\" || exit $?\nout=''\nprev=''\n\
+             for a in \"$@\"; do [ \"$prev\" = --out ] && out=$a; prev=$a; done\n\
+             python3 - \"$out\" <<'PY'\nimport json, sys\np = sys.argv[1]\n\
+             rows = [json.loads(l) for l in open(p) if l.strip()]\n\
+             for r in rows:\n    for k in ('median', 'min', 'max'):\n        r[k] *= {factor}\n\
+             open(p, 'w').write(''.join(json.dumps(r) + '\\n' for r in rows))\nPY\n",
+            log = log.display(),
+            memra = env!("CARGO_BIN_EXE_memra"),
+        );
+        std::fs::write(&p, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    for (factor, regressed) in [(1000.0, true), (0.001, false)] {
+        let _ = std::fs::remove_file(&log);
+        let bin = script(factor);
+        let o = b.run(&[
+            "--compare",
+            refp.to_str().unwrap(),
+            "--against",
+            bin.to_str().unwrap(),
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+        ]);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert_eq!(!o.status.success(), regressed, "{out}{err}");
+        let want = if regressed { "REGRESSED" } else { "improved" };
+        assert!(
+            out.contains(want) && out.contains("decode {\"batch\":1"),
+            "{out}"
+        );
+        assert!(err.contains("interleaved"), "{err}");
+        // One BIN run per round, each with the global flags and the cell's flags.
+        let calls: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        for c in &calls {
+            assert!(
+                c.starts_with("--backend cpu --kv-cache-mib 16 --cache-dir ")
+                    && c.contains(" bench decode --batch 1 --depth 8 --new-tokens 16 ")
+                    && c.contains("--reps 1"),
+                "{c}"
+            );
+        }
+    }
+}

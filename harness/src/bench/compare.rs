@@ -12,10 +12,12 @@
 //! Verdict: with REF's [min, max] and the new run's half-spread w = (new max - new min) / 2, the
 //! cell is `same` while the new median lies in [min - w, max + w], otherwise `improved` or
 //! `REGRESSED` by the direction that is better for its unit (ms: lower; tok/s and x: higher).
-//! The reference was measured earlier (by the other build), not interleaved with this run: drift
-//! of the machine between the two runs counts as change, so compare on a quiet machine and with
-//! N >= 5 on both sides (with N = 1 the spread is zero and any noise is flagged). The command
-//! exits non-zero when a cell regressed or could not be re-measured.
+//! Without `--against`, the reference was measured earlier (by the other build), not interleaved
+//! with this run: drift of the machine between the two runs counts as change, so compare on a
+//! quiet machine and with N >= 5 on both sides (with N = 1 the spread is zero and any noise is
+//! flagged). With `--against BIN`, BIN measures each cell now, run by run alternating with this
+//! build (`super::against`), and its runs are the reference. The command exits non-zero when a
+//! cell regressed or could not be re-measured.
 
 use super::rows::{Row, Stats};
 use super::{measure, BenchArgs, Ctx, Scenario};
@@ -173,16 +175,16 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     }
     // The runs that measure them, deduplicated (one serve level gives three cells), serve first
     // (before this process holds any weights on the device), decode and ttft last.
-    let mut jobs: Vec<(Scenario, BenchArgs)> = Vec::new();
+    let mut jobs: Vec<(Scenario, BenchArgs, Value)> = Vec::new();
     for r in cells.values() {
         let sc = Scenario::from_str(&r.scenario, false)
             .map_err(|_| anyhow::anyhow!("unknown scenario {:?} in REF", r.scenario))?;
         let a = cell_args(base, sc, &r.params)?;
         if !jobs
             .iter()
-            .any(|(s, b)| *s == sc && format!("{b:?}") == format!("{a:?}"))
+            .any(|(s, b, _)| *s == sc && format!("{b:?}") == format!("{a:?}"))
         {
-            jobs.push((sc, a));
+            jobs.push((sc, a, r.params.clone()));
         }
     }
     let order = |s: &Scenario| match s {
@@ -190,7 +192,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         Scenario::Spec | Scenario::Prefix => 1,
         Scenario::Decode | Scenario::Ttft => 2,
     };
-    jobs.sort_by_key(|(s, _)| order(s));
+    jobs.sort_by_key(|(s, _, _)| order(s));
     eprintln!(
         "bench --compare {}: {} cells in {} runs on {} ({}); {skipped} rows skipped (other device, backend, model or scenario)",
         reference.display(),
@@ -199,10 +201,19 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         ctx.env.device,
         ctx.env.backend
     );
-    let mut new_rows: Vec<Row> = Vec::new();
-    for (sc, a) in &jobs {
-        new_rows.extend(measure(*sc, a, ctx)?);
-    }
+    let (new_rows, against) = match &base.against {
+        Some(bin) => {
+            let (rows, refs) = super::against::interleaved(&jobs, bin, base, ctx)?;
+            (rows, Some(refs))
+        }
+        None => {
+            let mut rows: Vec<Row> = Vec::new();
+            for (sc, a, _) in &jobs {
+                rows.extend(measure(*sc, a, ctx)?);
+            }
+            (rows, None)
+        }
+    };
     if let Some(out) = out {
         super::rows::append(out, &new_rows)
             .with_context(|| format!("writing {}", out.display()))?;
@@ -219,6 +230,25 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     let (mut regressed, mut missing) = (0, 0);
     for ((scenario, params), r) in &cells {
         let cell = format!("{scenario} {params}");
+        // With --against, the reference is BIN's runs of the cell, measured just now.
+        let r = match &against {
+            None => r,
+            Some(m) => match m.get(&(scenario.clone(), params.clone())) {
+                Some(other) => other,
+                None => {
+                    missing += 1;
+                    table.push([
+                        cell,
+                        r.unit.clone(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                        "NOT MEASURED BY --against".into(),
+                    ]);
+                    continue;
+                }
+            },
+        };
         let refs = format!("{:.4} [{:.4}, {:.4}]", r.median, r.min, r.max);
         let found = new_rows
             .iter()

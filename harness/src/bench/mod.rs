@@ -11,6 +11,7 @@
 //! min and max. `--compare REF.jsonl` re-measures REF's cells and flags changes beyond the spread
 //! ([`compare`]).
 
+mod against;
 mod anchors;
 mod compare;
 mod prefix;
@@ -111,6 +112,10 @@ pub struct BenchArgs {
     /// with --out.
     #[arg(long, value_name = "REF.jsonl")]
     pub compare: Option<PathBuf>,
+    /// With --compare: another build's `memra` binary that measures REF's cells now, run by run
+    /// interleaved with this build, as the reference (it gets the flags given before `bench`).
+    #[arg(long, value_name = "BIN", requires = "compare")]
+    pub against: Option<PathBuf>,
     /// JSONL file the rows are appended to [default: research/tune-data/<device>.jsonl].
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -1,0 +1,222 @@
+//! `memra bench --compare REF --against BIN`: REF's cells measured by another build (the `memra`
+//! binary BIN) and by this one, interleaved run by run, so drift of the machine during the
+//! comparison falls on both sides alike.
+//!
+//! For each cell, `--warmup` untimed runs, then `--reps` rounds of one timed run of BIN and one
+//! of this build. BIN runs as `BIN GLOBAL... bench SCENARIO CELL-FLAGS --model MODEL --reps 1
+//! --warmup W --out TMP`, where GLOBAL are the arguments this command was given before `bench`
+//! (configuration flags such as `--backend cpu`; put them there), and CELL-FLAGS the cell's
+//! parameters as flags. Each side's N timed runs give its median, min and max; the verdict is
+//! [`super::compare::verdict`] with BIN's runs as the reference.
+
+use super::compare::RefRow;
+use super::rows::{Row, Stats};
+use super::{measure, BenchArgs, Ctx, Scenario};
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The command-line flags that make `bench SCENARIO` measure exactly the cell `p`.
+pub fn cell_flags(scenario: Scenario, p: &Value) -> Result<Vec<String>> {
+    let num = |k: &str| -> Result<String> {
+        p[k].as_u64()
+            .map(|v| v.to_string())
+            .with_context(|| format!("params has no integer {k:?}: {p}"))
+    };
+    let text = |k: &str| -> Result<String> {
+        p[k].as_str()
+            .map(String::from)
+            .with_context(|| format!("params has no string {k:?}: {p}"))
+    };
+    let mut f: Vec<String> = vec![scenario.name().into()];
+    let mut add = |flag: &str, v: String| {
+        f.push(flag.into());
+        f.push(v);
+    };
+    match scenario {
+        Scenario::Decode => {
+            add("--batch", num("batch")?);
+            add("--depth", num("depth")?);
+            add("--new-tokens", num("new_tokens")?);
+        }
+        Scenario::Ttft => add("--prompt-len", num("prompt_len")?),
+        Scenario::Prefix => {
+            add("--prompt-len", num("prompt_len")?);
+            add("--suffix-len", num("suffix_len")?);
+        }
+        Scenario::Spec => {
+            add("--class", text("class")?);
+            add("--method", text("method")?);
+            add("--k", num("k")?);
+            add("--new-tokens", num("new_tokens")?);
+        }
+        Scenario::Serve => {
+            add("--input-len", num("input_len")?);
+            add("--new-tokens", num("new_tokens")?);
+            if let Some(t) = p["prompt_text"].as_str() {
+                add("--prompt-text", t.into());
+            }
+            match text("mode")?.as_str() {
+                "closed" => add("--concurrency", num("concurrency")?),
+                "open" => {
+                    let r = p["rate"].as_f64().context("params has no rate")?;
+                    add("--rate", r.to_string());
+                }
+                m => bail!("unknown serve mode {m:?}"),
+            }
+            match p["duration_s"].as_f64() {
+                Some(d) => add("--duration", d.to_string()),
+                None => add("--requests", num("requests")?),
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// The arguments of this process before its `bench` subcommand (the configuration flags BIN gets).
+fn global_args() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .take_while(|a| a != "bench")
+        .collect()
+}
+
+/// One run of BIN on a cell: the medians of the rows it wrote, by (scenario, params).
+fn run_other(
+    bin: &Path,
+    flags: &[String],
+    base: &BenchArgs,
+    warmup: usize,
+    tmp: &Path,
+) -> Result<Vec<RefRow>> {
+    let _ = std::fs::remove_file(tmp);
+    let out = Command::new(bin)
+        .args(global_args())
+        .arg("bench")
+        .args(flags)
+        .args(["--model", &base.model, "--reps", "1"])
+        .args(["--warmup", &warmup.to_string()])
+        .arg("--prompts-dir")
+        .arg(&base.spec.prompts_dir)
+        .arg("--out")
+        .arg(tmp)
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} bench {} failed ({}): {}",
+            bin.display(),
+            flags.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+    let text = std::fs::read_to_string(tmp)
+        .with_context(|| format!("{} wrote no rows to {}", bin.display(), tmp.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).with_context(|| format!("a row of {}", bin.display())))
+        .collect()
+}
+
+/// BIN's reference rows by (scenario, params as JSON text).
+pub type RefCells = BTreeMap<(String, String), RefRow>;
+
+/// Measures each job (`scenario`, the arguments of one cell) `reps` times on BIN and on this
+/// build, alternating. Returns this build's rows (median/min/max of its runs) and BIN's
+/// reference rows, keyed by (scenario, params as JSON text).
+pub fn interleaved(
+    jobs: &[(Scenario, BenchArgs, Value)],
+    bin: &Path,
+    base: &BenchArgs,
+    ctx: &mut Ctx,
+) -> Result<(Vec<Row>, RefCells)> {
+    let tmp_dir = tempfile::tempdir().context("a temporary directory for BIN's rows")?;
+    let tmp = tmp_dir.path().join("other.jsonl");
+    let mut ours: BTreeMap<(String, String), (Row, Vec<f64>)> = BTreeMap::new();
+    let mut theirs: BTreeMap<(String, String), (RefRow, Vec<f64>)> = BTreeMap::new();
+    for (sc, a, params) in jobs {
+        let flags = cell_flags(*sc, params)?;
+        eprintln!(
+            "against {}: {} x {} interleaved",
+            bin.display(),
+            flags.join(" "),
+            base.reps
+        );
+        for rep in 0..base.reps {
+            let warmup = if rep == 0 { base.warmup } else { 0 };
+            for r in run_other(bin, &flags, base, warmup, &tmp)? {
+                let key = (r.scenario.clone(), r.params.to_string());
+                let median = r.median;
+                theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
+            }
+            let mut one = a.clone();
+            one.reps = 1;
+            one.warmup = warmup;
+            for row in measure(*sc, &one, ctx)? {
+                let key = (row.scenario.to_string(), row.params.to_string());
+                let median = row.stats.median;
+                ours.entry(key).or_insert((row, Vec::new())).1.push(median);
+            }
+        }
+    }
+    let rows = ours
+        .into_values()
+        .map(|(mut row, v)| {
+            row.stats = Stats::of(&v);
+            row
+        })
+        .collect();
+    let refs = theirs
+        .into_iter()
+        .map(|(k, (mut r, v))| {
+            let s = Stats::of(&v);
+            (r.median, r.min, r.max) = (s.median, s.min, s.max);
+            (k, r)
+        })
+        .collect();
+    Ok((rows, refs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cells_become_the_flags_that_measure_them() {
+        let f = cell_flags(
+            Scenario::Decode,
+            &json!({"batch": 8, "depth": 128, "new_tokens": 64}),
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            [
+                "decode",
+                "--batch",
+                "8",
+                "--depth",
+                "128",
+                "--new-tokens",
+                "64"
+            ]
+        );
+        let f = cell_flags(
+            Scenario::Serve,
+            &json!({"input_len": 32, "new_tokens": 8, "mode": "open", "rate": 2.5,
+                    "requests": 12}),
+        )
+        .unwrap();
+        assert_eq!(
+            f.join(" "),
+            "serve --input-len 32 --new-tokens 8 --rate 2.5 --requests 12"
+        );
+        assert!(cell_flags(Scenario::Ttft, &json!({"prompt": 3})).is_err());
+    }
+}
