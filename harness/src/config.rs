@@ -214,7 +214,7 @@ pub struct ConfigArgs {
     /// spec_min_acceptance, spec_row_cost, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, keyring, draft_model,
-    /// max_body_bytes, keepalive_secs, drain_secs).
+    /// speculative, speculative_k, max_body_bytes, keepalive_secs, drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
     pub config: Option<PathBuf>,
     /// Model cache directory [default: ~/.cache/memra].

@@ -481,6 +481,58 @@ fn drain_deadline_ends_requests_with_503() {
     assert!(s.wait_exit(Duration::from_secs(10)).success());
 }
 
+/// `--draft-model` with a model other than the target (sharing its tokenizer): greedy and seeded
+/// requests drafting with it give plain decode's text and logprobs, and some drafts are rejected.
+#[test]
+fn draft_model_speculation_matches_plain_decode_with_a_different_draft() {
+    // A genuinely different draft model with the same tokenizer: SmolLM2 re-quantized to Q8_0
+    // (the target is its Q4_1 file), so some drafts are wrong and the draft model's KV is
+    // rolled back; seeded sampling rejects more.
+    let dir = tempfile::tempdir().unwrap();
+    let draft = dir.path().join("smol-q8_0.gguf");
+    let q = std::process::Command::new(env!("CARGO_BIN_EXE_memra"))
+        .arg("quantize")
+        .arg(model_path())
+        .arg(&draft)
+        .output()
+        .unwrap();
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    let s = Server::start(&["--draft-model", draft.to_str().unwrap()]);
+    let mut drafted = 0;
+    let mut rejected = 0;
+    for sampling in [
+        json!({"temperature": 0}),
+        json!({"temperature": 0.9, "seed": 4}),
+    ] {
+        let mut base = json!({"prompt": "The three largest cities in Europe are", "max_tokens": 24,
+                              "ignore_eos": true, "logprobs": 1, "speculative": "off"});
+        merge(&mut base, sampling.clone());
+        let (c, plain) = s.post("/v1/completions", &base);
+        assert_eq!(c, 200, "{plain}");
+        let mut body = base.clone();
+        body["speculative"] = json!({"method": "draft", "k": 4});
+        let (c, v) = s.post("/v1/completions", &body);
+        assert_eq!(c, 200, "{v}");
+        assert_eq!(
+            v["choices"][0]["text"], plain["choices"][0]["text"],
+            "{sampling}"
+        );
+        assert_eq!(
+            v["choices"][0]["logprobs"], plain["choices"][0]["logprobs"],
+            "{sampling}"
+        );
+        let d = v["usage"]["speculative"]["drafted"].as_u64().unwrap();
+        let a = v["usage"]["speculative"]["accepted"].as_u64().unwrap();
+        assert!(a <= d, "{sampling}: {}", v["usage"]);
+        drafted += d;
+        rejected += d - a;
+    }
+    assert!(
+        drafted > 0 && rejected > 0,
+        "drafted {drafted}, rejected {rejected}"
+    );
+}
+
 /// `--draft-model`: requests with `speculative.method = "draft"` speculate with it and produce
 /// the same text as plain decode; without a draft model that method is a 400.
 #[test]

@@ -2,10 +2,13 @@
 //! on the same weights and conditions as memra's cells, and written into each row's `anchor`
 //! field.
 //!
-//! - `hf-eager`, `gpt-fast`: research/anchors/hf_decode.py (HF transformers, eager; or a static KV
-//!   cache with `torch.compile(mode="reduce-overhead")`, the gpt-fast recipe) on the same model as
-//!   an HF checkpoint: the model's own directory, or for `synth:SHAPE:DTYPE` the same seed written
-//!   as safetensors (bf16/f16 only).
+//! - `hf-eager`: research/anchors/hf_decode.py (HF transformers' generate, eager) on the same model
+//!   as an HF checkpoint: the model's own directory, or for `synth:SHAPE:DTYPE` the same seed
+//!   written as safetensors (bf16/f16 only).
+//! - `gpt-fast`: research/anchors/gpt_fast_decode.py on the same checkpoint: our implementation of
+//!   the gpt-fast recipe (a plain PyTorch Llama, a static KV cache, the decode step under
+//!   `torch.compile(mode="reduce-overhead", fullgraph=True)`), checked against transformers'
+//!   logits and greedy tokens by its `--check`.
 //! - `llama.cpp`: `llama-bench` (path from `--llama-bench`) on the same GGUF file, text
 //!   generation of the same length after the same depth (`-d`), all layers offloaded, flash
 //!   attention on; batch 1 only (llama-bench decodes one sequence). For ttft cells, prompt
@@ -86,7 +89,11 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
         }
         Anchor::HfEager | Anchor::GptFast => {
             let dir = hf_dir(inp)?;
-            let script = inp.repo.join("research/anchors/hf_decode.py");
+            let script = inp.repo.join(if anchor == Anchor::GptFast {
+                "research/anchors/gpt_fast_decode.py"
+            } else {
+                "research/anchors/hf_decode.py"
+            });
             let mut cmd = Command::new(inp.python);
             cmd.arg(&script)
                 .arg("--model")
@@ -96,9 +103,6 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
                 .args(["--new-tokens", &cell.new_tokens.to_string()])
                 .args(["--reps", &cell.reps.to_string()])
                 .args(["--warmup", &cell.warmup.max(1).to_string()]);
-            if anchor == Anchor::GptFast {
-                cmd.arg("--compile");
-            }
             let out = cmd
                 .output()
                 .with_context(|| format!("running {}", script.display()))?;
@@ -119,7 +123,8 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
             Ok(
                 json!({"name": v["anchor"], "unit": "tok/s", "n": v["n"], "median": v["median"],
                       "min": v["min"], "max": v["max"],
-                      "extra": {"torch": v["torch"], "transformers": v["transformers"]}}),
+                      "extra": {"torch": v["torch"], "transformers": v["transformers"],
+                                "device": v["device"]}}),
             )
         }
         Anchor::LlamaCpp => {
