@@ -106,7 +106,7 @@ fn run_k_without_spec_is_refused() {
 fn run_spec_equals_plain_decode() {
     let model = smol_path();
     let prompt = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return";
-    let plain = ok(memra(&[
+    let base = [
         "--backend",
         "cpu",
         "run",
@@ -118,26 +118,10 @@ fn run_spec_equals_plain_decode() {
         "--temperature",
         "0",
         "--ignore-eos",
-        "--no-check",
-    ]));
+    ];
+    let plain = ok(memra(&[&base[..], &["--no-check"]].concat()));
     for (spec, must_draft) in [("ngram", true), ("layerskip:15", false)] {
-        let out = ok(memra(&[
-            "--backend",
-            "cpu",
-            "run",
-            &model,
-            "--prompt",
-            prompt,
-            "--max-tokens",
-            "24",
-            "--temperature",
-            "0",
-            "--ignore-eos",
-            "--spec",
-            spec,
-            "--k",
-            "4",
-        ]));
+        let out = ok(memra(&[&base[..], &["--spec", spec, "--k", "4"]].concat()));
         let err = stderr(&out);
         assert!(err.contains("identical to plain decode"), "{spec}: {err}");
         assert_eq!(stdout(&out), stdout(&plain), "{spec}");
