@@ -128,6 +128,8 @@ fn check_serve_level(rows: &[Value], requests: u64, new_tokens: u64, reps: u64) 
         let e = &r["extra"];
         assert_eq!(e["errors"], 0, "{r}");
         assert_eq!(e["requests"].as_u64(), Some(requests * reps), "{r}");
+        // The server's default speculation, recorded on every row.
+        assert_eq!(e["speculative"], "ngram k=4", "{r}");
     }
     let (tput, ttft, itl) = (&rows[0], &rows[1], &rows[2]);
     check_common(tput, "serve", reps);

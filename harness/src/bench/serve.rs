@@ -18,7 +18,9 @@
 //! Aggregate tok/s of a timed run = completion tokens of its successful requests / the run's wall
 //! time (first send to last response end). Per level: `--warmup` untimed runs of one request per
 //! stream, then `--reps` timed runs; the throughput row's median/min/max is over the runs, the
-//! latency rows' over every request of every run.
+//! latency rows' over every request of every run. The server speculates as configured
+//! (`serve.speculative`, n-gram with k = 4 by default; `--speculative off` measures plain
+//! decode); `extra.speculative` on every row says which.
 
 use super::rows::{percentile, percentiles, Row, Stats};
 use super::{prompt_ids, BenchArgs, Ctx};
@@ -437,7 +439,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
             Until::Requests(n) => params["requests"] = json!(n),
             Until::Secs(s) => params["duration_s"] = json!(s),
         }
-        let counts = json!({"requests": requests, "errors": errors});
+        // The server speculates by default (`serve.speculative`); each row says how.
+        let spec = match ctx.cfg.serve.speculative.as_str() {
+            "off" => "off".to_string(),
+            m => format!("{m} k={}", ctx.cfg.serve.speculative_k),
+        };
+        let counts = json!({"requests": requests, "errors": errors, "speculative": spec});
         let with = |metric: &str| {
             let mut p = params.clone();
             p["metric"] = json!(metric);
