@@ -1,0 +1,209 @@
+//! Tests of the typed configuration (`super`).
+use super::*;
+
+#[test]
+fn file_then_flags_override_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    std::fs::write(&p, "prefill_chunk = 64\nkv_cache_mib = 8\n").unwrap();
+    let args = ConfigArgs {
+        config: Some(p.clone()),
+        prefill_chunk: Some(7),
+        ..Default::default()
+    };
+    let c = args.resolve().unwrap();
+    assert_eq!(
+        (c.prefill_chunk, c.kv_cache_mib, c.kv_block_size),
+        (7, 8, 16)
+    );
+    std::fs::write(&p, "prefil_chunk = 64\n").unwrap();
+    let e = ConfigArgs {
+        config: Some(p),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("prefil_chunk"), "{e:#}");
+}
+
+#[test]
+fn serve_table_then_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    std::fs::write(
+        &p,
+        "[serve]\nport = 9000\nmax_running = 3\nmodels = [\"a=x.gguf\"]\n",
+    )
+    .unwrap();
+    let args = ConfigArgs {
+        config: Some(p.clone()),
+        port: Some(9100),
+        ..Default::default()
+    };
+    let c = args.resolve().unwrap();
+    assert_eq!((c.serve.port, c.serve.max_running), (9100, 3));
+    assert_eq!(c.serve.models, ["a=x.gguf"]);
+    assert_eq!(
+        c.serve.queue_capacity,
+        ServeConfig::default().queue_capacity
+    );
+    std::fs::write(&p, "[serve]\nprot = 1\n").unwrap();
+    let e = ConfigArgs {
+        config: Some(p),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("prot"), "{e:#}");
+}
+
+/// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3,
+/// QLIN_M1_PREFETCH from 0, sizes from 1; anything else names the define.
+#[test]
+fn kernel_define_values_are_checked_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    let resolve = |body: &str| {
+        std::fs::write(&p, format!("[kernel_defines]\n{body}\n")).unwrap();
+        ConfigArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .map_err(|e| format!("{e:#}"))
+    };
+    for ok in [
+        "QTC = \"1\"",
+        "QTC_DB = \"0\"",
+        "QTC_XSPLIT = \"2\"",
+        "QTC_SPLIT = \"4\"",
+        "QLIN_M1_PREFETCH = \"0\"",
+        "QLIN_M1_PREFETCH = \"16\"",
+    ] {
+        let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        assert_eq!(c.kernel_defines.len(), 1, "{ok}");
+    }
+    for (bad, says) in [
+        ("QTC = \"2\"", "\"0\" or \"1\""),
+        ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
+        ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
+        ("QTC_SPLIT = \"0\"", "positive integer"),
+        ("QTC_TILES = \"2\"", "unknown define"),
+    ] {
+        let e = resolve(bad).expect_err(bad);
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn kv_cache_dtype_is_f32_or_f16() {
+    assert_eq!(Config::default().kv_cache_dtype, "f32");
+    let with = |v: &str| {
+        ConfigArgs {
+            kv_cache_dtype: Some(v.into()),
+            ..Default::default()
+        }
+        .resolve()
+        .map_err(|e| format!("{e:#}"))
+    };
+    let c = with("f16").unwrap();
+    assert_eq!(
+        (c.kv_cache_dtype.as_str(), c.source("kv_cache_dtype")),
+        ("f16", "flag")
+    );
+    let e = with("bf16").unwrap_err();
+    assert!(e.contains("kv_cache_dtype must be f32 or f16"), "{e}");
+    // The CUDA kernels see it as KV_F16.
+    let opts = crate::backends::kernel_options(&c, &[]);
+    assert_eq!(opts.defines.get("KV_F16").map(String::as_str), Some("1"));
+    let plain = crate::backends::kernel_options(&Config::default(), &[]);
+    assert!(!plain.defines.contains_key("KV_F16"));
+}
+
+#[test]
+fn serve_speculative_default_and_validation() {
+    use memra_engine::spec::{SpecMethod, SpecParams};
+    let d = Config::default().serve.default_spec().unwrap();
+    assert_eq!(d, Some(SpecParams::parse("ngram", 4).unwrap()));
+    let with = |m: &str, k: Option<usize>, draft: Option<&str>| {
+        ConfigArgs {
+            speculative: Some(m.into()),
+            speculative_k: k,
+            draft_model: draft.map(Into::into),
+            ..Default::default()
+        }
+        .resolve()
+        .map_err(|e| format!("{e:#}"))
+    };
+    assert_eq!(
+        with("off", None, None).unwrap().serve.default_spec(),
+        Ok(None)
+    );
+    let c = with("layerskip:3", Some(2), None).unwrap();
+    let p = c.serve.default_spec().unwrap().unwrap();
+    assert_eq!((p.method, p.k), (SpecMethod::LayerSkip { layers: 3 }, 2));
+    assert_eq!(c.source("serve.speculative"), "flag");
+    for (m, k) in [("medusa", None), ("ngram", Some(0)), ("ngram", Some(17))] {
+        let e = with(m, k, None).unwrap_err();
+        assert!(e.contains("serve.speculative"), "{m} {k:?}: {e}");
+    }
+    let e = with("draft", None, None).unwrap_err();
+    assert!(e.contains("needs serve.draft_model"), "{e}");
+    assert!(with("draft", None, Some("smollm2-135m-instruct")).is_ok());
+}
+
+#[test]
+fn cuda_graph_max_batch_from_file_flag_and_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    assert_eq!(Config::default().cuda_graph_max_batch, 32);
+    std::fs::write(
+        &p,
+        "cuda_graph_max_batch = 8
+",
+    )
+    .unwrap();
+    let from_file = ConfigArgs {
+        config: Some(p.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(from_file.cuda_graph_max_batch, 8);
+    assert!(from_file
+        .source("cuda_graph_max_batch")
+        .contains("config file"));
+    let c = ConfigArgs {
+        config: Some(p.clone()),
+        cuda_graph_max_batch: Some(0),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        (c.cuda_graph_max_batch, c.source("cuda_graph_max_batch")),
+        (0, "flag")
+    );
+    std::fs::write(
+        &p,
+        "cuda_graph_max_batch = 300
+",
+    )
+    .unwrap();
+    let e = ConfigArgs {
+        config: Some(p),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("at most 256"), "{e:#}");
+    // A device defaults file may set it, 0 included; out of range is an error naming the key.
+    let mut t = Config::default();
+    t.set_tuned("cuda_graph_max_batch", &toml::Value::Integer(0))
+        .unwrap();
+    assert_eq!(t.cuda_graph_max_batch, 0);
+    let e = t
+        .set_tuned("cuda_graph_max_batch", &toml::Value::Integer(-1))
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("cuda_graph_max_batch"), "{e:#}");
+}
