@@ -113,9 +113,10 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #define ATTN_KUNROLL (KV_F16 ? 4 : 8)
 #endif
 // f16 cache: 1 = 16-byte key loads (8 halves a lane) where head_dim is a multiple of 8; 0 = the
-// float4 columns of the f32 layout (4 halves a lane).
+// float4 columns of the f32 layout (4 halves a lane). 0 by default: on the H200 (run 33,
+// research/cuda/run33) 1 took 51.0 / 343 us for 1 / 8 rows at depth 8,192 against 35.3 / 214 for 0.
 #ifndef ATTN_KV16W
-#define ATTN_KV16W 1
+#define ATTN_KV16W 0
 #endif
 // Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
 // to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every

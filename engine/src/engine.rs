@@ -180,6 +180,10 @@ pub struct BatchOutput {
     pub tokens: Vec<u32>,
     /// Logits row used to choose each generated token (same length as `tokens`), when kept.
     pub step_logits: Vec<Vec<f32>>,
+    /// When the forward that ended this sequence's prompt returned its first token (the end of
+    /// its prefill). The time from here to the return of `run_batch` is `tokens.len() - 1`
+    /// decode forwards: how `memra bench decode` times decode without timing prefill twice.
+    pub first_token_at: Option<std::time::Instant>,
 }
 
 impl Engine {
@@ -217,6 +221,7 @@ impl Engine {
             .map(|_| BatchOutput {
                 tokens: Vec::new(),
                 step_logits: Vec::new(),
+                first_token_at: None,
             })
             .collect();
         let mut fed = vec![0usize; n];
@@ -311,7 +316,9 @@ impl Engine {
                     fed[*i] += toks.len();
                 }
             }
+            let now = std::time::Instant::now();
             for (i, p) in picked_for.into_iter().zip(picked) {
+                outs[i].first_token_at.get_or_insert(now);
                 next_tok[i] = Some(p.token);
                 last[i] = p.logits;
             }

@@ -237,3 +237,20 @@ fn f16_kv_cache_keeps_level_a_and_stays_close_to_f32() {
         "f16 cache moved a logit by {max_diff} (spread {spread})"
     );
 }
+
+#[test]
+fn first_token_at_marks_the_end_of_each_prefill() {
+    // Token-by-token prefill: the short prompt ends its prefill forwards before the long one.
+    let short = req(PROMPTS[0], SamplingParams::greedy(), 3, 0);
+    let long = req(&PROMPTS.join(" "), SamplingParams::greedy(), 3, 1);
+    assert!(long.prompt.len() > short.prompt.len() + 8);
+    let t0 = std::time::Instant::now();
+    let out = engine(1).run_batch(&[short, long], false).unwrap();
+    let t1 = std::time::Instant::now();
+    let at: Vec<_> = out.iter().map(|o| o.first_token_at.unwrap()).collect();
+    assert!(
+        t0 < at[0] && at[0] < at[1] && at[1] < t1,
+        "{t0:?} {at:?} {t1:?}"
+    );
+    assert!(out.iter().all(|o| o.tokens.len() == 3));
+}

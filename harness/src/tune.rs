@@ -79,8 +79,8 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
     (s[s.len() / 2], s[0], s[s.len() - 1])
 }
 
-/// Decode tok/s at bs=1 after `depth` prompt tokens: the whole run minus the run stopped after
-/// its first token, `reps` times after one warm-up.
+/// Decode tok/s at bs=1 after `depth` prompt tokens (`new` ≥ 2 tokens, the first from prefill;
+/// prefill untimed, see [`crate::bench::time_decode`]), `reps` times after one warm-up.
 fn decode_tok_s(
     e: &mut Engine,
     vocab: usize,
@@ -88,24 +88,18 @@ fn decode_tok_s(
     new: usize,
     reps: usize,
 ) -> Result<Vec<f64>> {
-    let req = |n| GenerateRequest {
+    let full = GenerateRequest {
         prompt: ids(depth, vocab, 7),
         params: SamplingParams::greedy(),
-        max_tokens: n,
+        max_tokens: new.max(2),
         stop_ids: vec![],
         sequence: 0,
     };
-    let (full, first) = (req(new), req(1));
     let mut out = Vec::new();
     for i in 0..=reps {
-        let t = Instant::now();
-        e.run_batch(std::slice::from_ref(&full), false)?;
-        let a = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        e.run_batch(std::slice::from_ref(&first), false)?;
-        let b = t.elapsed().as_secs_f64();
+        let secs = crate::bench::time_decode(e, std::slice::from_ref(&full))?;
         if i > 0 {
-            out.push((new - 1) as f64 / (a - b).max(1e-9));
+            out.push((full.max_tokens - 1) as f64 / secs.max(1e-9));
         }
     }
     Ok(out)

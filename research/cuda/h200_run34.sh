@@ -8,6 +8,8 @@
 #    bs=1), N = 5 (targets 1 and 3 of #7).
 # 2. bench ttft 512, 1,024, 4,096, 16,384 for Q8_0 and BF16 --vs llama.cpp, N = 5.
 # 3. bench serve Poisson (rates 4, 16 req/s) and bench prefix, Q8_0, N = 5.
+# Ninth session: split in two calls (run 33 showed one call cannot hold it all): this file is
+# part 1 (gpt-fast check, decode anchors); h200_run35.sh is part 2 (TTFT, serve, prefix).
 # Usage: h200_run34.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -28,20 +30,9 @@ timeout 300 python3 research/anchors/gpt_fast_decode.py --model "$HF" --depth 12
   2>&1 | grep -v Loading | tail -3 | tee -a "$L"
 wait; cat "$O/lcpp-done.txt" | tee -a "$L"
 for bs in 1 32; do
-  vs=gpt-fast,hf-eager; [ $bs = 1 ] && vs=gpt-fast,hf-eager,llama.cpp
+  vs=gpt-fast; [ $bs = 1 ] && vs=gpt-fast,hf-eager,llama.cpp
   step "decode bf16 bs=$bs vs $vs"
-  timeout 500 $B --backend cuda bench decode --model synth:llama-3.1-8b:bf16 --batch $bs --depth 128 --new-tokens 256 \
+  timeout 300 $B --backend cuda bench decode --model synth:llama-3.1-8b:bf16 --batch $bs --depth 128 --new-tokens 256 \
     --reps 5 --vs $vs --llama-bench "$LB" --out "$O/bench.jsonl" 2>&1 | tail -2 | tee -a "$L"
 done
-for d in q8_0 bf16; do
-  step "ttft $d vs llama.cpp"
-  timeout 300 $B --backend cuda bench ttft --model synth:llama-3.1-8b:$d --reps 5 --vs llama.cpp --llama-bench "$LB" \
-    --out "$O/bench.jsonl" 2>&1 | tail -4 | tee -a "$L"
-done
-step "serve Poisson q8_0"
-timeout 300 $B --backend cuda bench serve --model synth:llama-3.1-8b:q8_0 --rate 4,16 --requests 64 --input-len 128 \
-  --new-tokens 128 --reps 5 --out "$O/bench.jsonl" 2>&1 | tail -6 | tee -a "$L"
-step "prefix q8_0"
-timeout 200 $B --backend cuda bench prefix --model synth:llama-3.1-8b:q8_0 --prompt-len 1024,4096 --reps 5 \
-  --out "$O/bench.jsonl" 2>&1 | tail -6 | tee -a "$L"
 step done

@@ -234,8 +234,29 @@ fn requests(
 /// Seconds of one `run_batch` over `reqs`.
 fn time_batch(engine: &mut Engine, reqs: &[GenerateRequest]) -> Result<f64> {
     let t = Instant::now();
+    run_full(engine, reqs)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Seconds of the decode part of one `run_batch` over `reqs`: from the return of the forward
+/// that picked the last sequence's first token (the end of prefill) to the return of the run,
+/// which is `max_tokens - 1` decode forwards. Errors if a sequence stopped early.
+pub(crate) fn time_decode(engine: &mut Engine, reqs: &[GenerateRequest]) -> Result<f64> {
+    let out = run_full(engine, reqs)?;
+    let end = Instant::now();
+    let start = out
+        .iter()
+        .filter_map(|o| o.first_token_at)
+        .max()
+        .context("no sequence produced a token")?;
+    Ok((end - start).as_secs_f64())
+}
+
+fn run_full(
+    engine: &mut Engine,
+    reqs: &[GenerateRequest],
+) -> Result<Vec<memra_engine::engine::BatchOutput>> {
     let out = engine.run_batch(reqs, false)?;
-    let secs = t.elapsed().as_secs_f64();
     for (o, r) in out.iter().zip(reqs) {
         if o.tokens.len() != r.max_tokens {
             bail!(
@@ -245,7 +266,7 @@ fn time_batch(engine: &mut Engine, reqs: &[GenerateRequest]) -> Result<f64> {
             );
         }
     }
-    Ok(secs)
+    Ok(out)
 }
 
 /// Runs `memra bench`.
@@ -409,32 +430,17 @@ fn decode(
     let mut rows = Vec::new();
     for &depth in &args.depth {
         for &batch in &args.batch {
+            if args.new_tokens < 2 {
+                bail!("decode needs --new-tokens of at least 2 (the first comes from prefill)");
+            }
             let full = requests(batch, depth.max(1), args.new_tokens, c.vocab_size);
-            let first = requests(batch, depth.max(1), 1, c.vocab_size);
-            // Decode time = the whole run minus the same run stopped after its first token
-            // (prefill + one logits row), interleaved so drift hits both alike.
+            // Decode time = from the end of prefill (the forward that picked every sequence's
+            // first token) to the last token: new_tokens - 1 decode steps, prefill untimed.
             let mut samples = Vec::with_capacity(args.reps);
             for i in 0..args.warmup + args.reps {
-                // A pair whose difference is lost in timing noise (the short run took as long
-                // as the long one) measures nothing: measure it again, a few times at most.
-                let mut decode_secs = 0.0;
-                for _ in 0..5 {
-                    let t_full = time_batch(engine, &full)?;
-                    let t_first = time_batch(engine, &first)?;
-                    decode_secs = t_full - t_first;
-                    if decode_secs > 0.05 * t_full {
-                        break;
-                    }
-                }
-                if decode_secs <= 0.0 {
-                    bail!(
-                        "decode of {} tokens is lost in timing noise at batch {batch}, depth \
-                         {depth}; raise --new-tokens",
-                        args.new_tokens
-                    );
-                }
+                let decode_secs = time_decode(engine, &full)?;
                 if i >= args.warmup {
-                    let steps = (args.new_tokens - 1).max(1) as f64;
+                    let steps = (args.new_tokens - 1) as f64;
                     samples.push(steps * batch as f64 / decode_secs);
                 }
             }

@@ -239,7 +239,9 @@ cold) are paired and interleaved run by run, so drift hits both arms alike.\n\
 measured it and the date (UTC); the line above each table sums them up for the table, and every \
 chart carries them in its title and caption.\n\
 - **Decode tok/s**: tokens per second summed over the batch (B sequences after a DEPTH-token \
-prompt), timed as the whole run minus the same run stopped after its first token.\n\
+prompt): NEW - 1 decode steps timed from the end of prefill (the forward that picked every \
+sequence's first token) to the last token. Rows dated up to 2026-11-30 timed the whole \
+run minus the same run stopped after its first token: the same steps, with prefill run twice.\n\
 - **GB/s, % of copy bw**: the bytes one decode step has to read (every weight once, plus each \
 sequence's KV cache at its mean depth) times steps per second, and that as a fraction of the copy \
 bandwidth measured in the same run (device-to-device copy on a GPU, a one-thread memcpy on a CPU).\n\
