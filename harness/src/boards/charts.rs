@@ -554,6 +554,31 @@ fn series_by(
     (xs.iter().map(|&k| axis(k as f64 / 1000.0)).collect(), lines)
 }
 
+/// One line per (series name, anchor) from the anchors recorded in `v`'s rows, on the x axis of
+/// [`series_by`] over the numeric param `x` (the latest row per name and x, as there).
+fn anchor_lines(v: &[&Row], x: &str, name: impl Fn(&Row) -> String) -> Vec<Line> {
+    let key = |r: &Row| r.num(x).map(|f| (f * 1000.0).round() as i64);
+    let xs: BTreeSet<i64> = v.iter().filter_map(|r| key(r)).collect();
+    let xs: Vec<i64> = xs.into_iter().collect();
+    let v = latest(v.to_vec(), |r| format!("{}\u{0}{:?}", name(r), key(r)));
+    let mut by: BTreeMap<String, Vec<Point>> = BTreeMap::new();
+    for r in v {
+        let Some(k) = key(r) else { continue };
+        let i = xs.iter().position(|&x| x == k).unwrap_or(0);
+        for (anchor, m, lo, hi) in anchor_values(r) {
+            by.entry(format!("{}: {anchor} (anchor, same run)", name(r)))
+                .or_default()
+                .push((i, m, lo, hi));
+        }
+    }
+    by.into_iter()
+        .map(|(legend, mut points)| {
+            points.sort_by_key(|p| p.0);
+            Line { legend, points }
+        })
+        .collect()
+}
+
 /// Aggregate output tok/s against concurrency (closed-loop `serve` rows).
 fn serve_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>> {
     let v: Vec<&Row> = rows
@@ -613,11 +638,9 @@ fn ttft_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>>
     if v.is_empty() {
         return Ok(None);
     }
-    let (xs, series) = series_by(
-        &v,
-        |r| r.num("prompt_len"),
-        |r| format!("{} {}", model_name(&r.model), r.dtype),
-    );
+    let name = |r: &Row| format!("{} {}", model_name(&r.model), r.dtype);
+    let (xs, mut series) = series_by(&v, |r| r.num("prompt_len"), name);
+    series.extend(anchor_lines(&v, "prompt_len", name));
     let title = format!(
         "Time to first token against prompt length — {}",
         title_device(&v)
@@ -634,6 +657,7 @@ fn ttft_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>>
             format!("Conditions: {}.", conditions(&v)),
             "One request, prompt prefilled in chunks, until its first token; points: median over N runs, whiskers: min–max."
                 .into(),
+            "Anchors: another engine on the same weights in the same run (llama.cpp: prompt tokens / llama-bench's prompt tok/s).".into(),
             "Latest row per cell of research/tune-data/*.jsonl; prefill tok/s and anchors: docs/PERFORMANCE.md.".into(),
         ],
     )?;
@@ -733,4 +757,36 @@ fn spec_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>>
     )?;
     root.present().map_err(pe)?;
     Ok(Some(title))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boards_ttft_anchor_lines_follow_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |len: u32, ms: f64, anchor: f64| {
+            format!(
+                r#"{{"time": 1796003459, "commit": "abc", "device": "NVIDIA H200", "backend": "cuda", "model": "m.gguf", "dtype": "Q8_0", "scenario": "ttft", "params": {{"prompt_len": {len}}}, "n": 5, "median": {ms}, "min": {ms}, "max": {ms}, "unit": "ms", "anchor": {{"llama.cpp": {{"name": "llama.cpp", "unit": "ms", "n": 5, "median": {anchor}, "min": {lo}, "max": {anchor}}}}}}}"#,
+                lo = anchor - 1.0
+            )
+        };
+        let text = [row(1024, 483.0, 94.0), row(512, 230.0, 48.0)].join("\n");
+        std::fs::write(dir.path().join("d.jsonl"), text).unwrap();
+        let rows = super::super::load::read_dir(dir.path()).unwrap().rows;
+        let v: Vec<&Row> = rows.iter().collect();
+        let name = |r: &Row| format!("{} {}", model_name(&r.model), r.dtype);
+        let lines = anchor_lines(&v, "prompt_len", name);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].legend, "m Q8_0: llama.cpp (anchor, same run)");
+        // x positions follow the sorted prompt lengths: 512 first.
+        assert_eq!(
+            lines[0].points,
+            [
+                (0, 48.0, Some(47.0), Some(48.0)),
+                (1, 94.0, Some(93.0), Some(94.0))
+            ]
+        );
+    }
 }
