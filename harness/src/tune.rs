@@ -522,7 +522,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         );
         let mut best_b = 1usize;
         let mut cands = Vec::new();
-        let cap = engine.blocks.num_blocks() * engine.blocks.block_size() / (depth + k + 1);
+        // Batch sizes whose sequences' KV fits: whole blocks of depth + K + 1 positions each.
+        let per_seq = (depth + k + 1).div_ceil(engine.blocks.block_size());
+        let cap = engine.blocks.num_blocks() / per_seq;
         for b in [1usize, 2, 4, 8, 16, 32, 64]
             .into_iter()
             .filter(|&b| b <= cap)

@@ -306,6 +306,30 @@ fn spec_acceptance_and_speedup() {
             ("code", "layerskip:1")
         ]
     );
+    assert!(rows.iter().all(|r| r["params"].get("stop").is_none()));
+
+    // --stop-at-eos: a cell of its own (params.stop), the same checks.
+    let rows = b.rows(
+        "sp-eos.jsonl",
+        &[
+            "spec",
+            "--class",
+            "code",
+            "--k",
+            "3",
+            "--new-tokens",
+            "24",
+            "--reps",
+            "1",
+            "--stop-at-eos",
+            "--prompts-dir",
+            prompts.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rows.len(), 1);
+    check_common(&rows[0], "spec", 1);
+    assert_eq!(rows[0]["params"]["stop"], "eos", "{}", rows[0]);
+    assert!(f(&rows[0]["extra"]["plain_tok_s"], "median") > 0.0);
 }
 
 #[test]

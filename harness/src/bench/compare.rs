@@ -107,6 +107,11 @@ fn cell_args(base: &BenchArgs, scenario: Scenario, p: &Value) -> Result<BenchArg
             a.spec.method = vec![str_of(p, "method")?.to_string()];
             a.spec.k = vec![usize_of(p, "k")?];
             a.new_tokens = usize_of(p, "new_tokens")?;
+            a.spec.stop_at_eos = match p["stop"].as_str() {
+                None => false,
+                Some("eos") => true,
+                Some(s) => bail!("unknown spec stop {s:?}"),
+            };
         }
         Scenario::Serve => {
             a.load.input_len = usize_of(p, "input_len")?;
@@ -118,7 +123,8 @@ fn cell_args(base: &BenchArgs, scenario: Scenario, p: &Value) -> Result<BenchArg
                     a.load.rate = vec![];
                 }
                 "open" => {
-                    a.load.concurrency = Some(vec![]);
+                    // With a rate and no concurrency, `serve` runs no closed-loop level.
+                    a.load.concurrency = None;
                     a.load.rate = vec![p["rate"].as_f64().context("params has no rate")?];
                 }
                 m => bail!("unknown serve mode {m:?}"),
@@ -319,6 +325,72 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
+
+    /// `cell_args` (this build re-measures a cell) and `against::cell_flags` (another build is
+    /// told to) map a row's params the same way: parsing the flags gives the same arguments.
+    #[test]
+    fn cell_args_and_cell_flags_agree() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let parse = |flags: &[String]| {
+            let argv = ["bench".to_string()]
+                .into_iter()
+                .chain(flags.iter().cloned());
+            Cli::try_parse_from(argv.chain(["--model".into(), "m".into()]))
+                .unwrap()
+                .bench
+        };
+        let cells = [
+            (
+                Scenario::Decode,
+                json!({"batch": 8, "depth": 128, "new_tokens": 64}),
+            ),
+            (
+                Scenario::Ttft,
+                json!({"prompt_len": 512, "prefill_chunk": 512}),
+            ),
+            (
+                Scenario::Prefix,
+                json!({"prompt_len": 1024, "suffix_len": 32, "arm": "hit"}),
+            ),
+            (
+                Scenario::Spec,
+                json!({"class": "code", "method": "ngram", "k": 4, "new_tokens": 128}),
+            ),
+            (
+                Scenario::Spec,
+                json!({"class": "chat", "method": "ngram:5", "k": 8, "new_tokens": 256,
+                       "stop": "eos"}),
+            ),
+            (
+                Scenario::Serve,
+                json!({"input_len": 32, "new_tokens": 8, "mode": "open", "rate": 2.5,
+                       "requests": 12}),
+            ),
+            (
+                Scenario::Serve,
+                json!({"input_len": 64, "new_tokens": 16, "mode": "closed", "concurrency": 4,
+                       "duration_s": 3.0, "prompt_text": "hello"}),
+            ),
+        ];
+        for (sc, p) in cells {
+            let flags = super::super::against::cell_flags(sc, &p).unwrap();
+            let base = parse(&[sc.name().to_string()]);
+            let want = format!("{:?}", cell_args(&base, sc, &p).unwrap());
+            assert_eq!(format!("{:?}", parse(&flags)), want, "{p}");
+        }
+        let bad = json!({"class": "code", "method": "ngram", "k": 4, "new_tokens": 8,
+                         "stop": "length"});
+        assert!(super::super::against::cell_flags(Scenario::Spec, &bad).is_err());
+        let base = parse(&["spec".to_string()]);
+        assert!(cell_args(&base, Scenario::Spec, &bad).is_err());
+    }
 
     fn r(unit: &str, median: f64, min: f64, max: f64) -> RefRow {
         RefRow {

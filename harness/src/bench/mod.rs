@@ -172,6 +172,12 @@ pub struct SpecArgs {
     /// spec: draft tokens per verify (1..=16), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "4")]
     pub k: Vec<usize>,
+    /// spec: end each request at the model's end-of-sequence token (at most --new-tokens), as a
+    /// served request ends, instead of generating exactly --new-tokens; the rows say
+    /// `"stop": "eos"`. Without it, text past the answer's end (which small models fill with
+    /// invented turns) is measured as part of the class.
+    #[arg(long)]
+    pub stop_at_eos: bool,
 }
 
 /// What every scenario of one run shares: the model, the measured environment, and the engine

@@ -32,8 +32,8 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
                 v.extend(prompt_ids(args.suffix_len, vocab, seed ^ salt));
                 v
             };
-            let c = sched.run_one(&with(0x5EED_0001 << 32), 1, None)?;
-            let h = sched.run_one(&with(0x5EED_0002 << 32), 1, None)?;
+            let c = sched.run_one(&with(0x5EED_0001 << 32), 1, &[], None)?;
+            let h = sched.run_one(&with(0x5EED_0002 << 32), 1, &[], None)?;
             if c.cached != 0 {
                 bail!(
                     "the cold request found {} tokens in the prefix cache",

@@ -82,12 +82,13 @@ impl Sched {
         })
     }
 
-    /// Runs one greedy request of exactly `max_tokens` tokens (no stop tokens) alone and returns
-    /// its timeline.
+    /// Runs one greedy request alone and returns its timeline: exactly `max_tokens` tokens when
+    /// `stop_ids` is empty, else up to a stop token (not included) or `max_tokens`.
     pub fn run_one(
         &mut self,
         prompt: &[u32],
         max_tokens: usize,
+        stop_ids: &[u32],
         spec: Option<SpecParams>,
     ) -> Result<Timed> {
         if prompt.len() + max_tokens > self.max_context {
@@ -106,7 +107,7 @@ impl Sched {
                 prompt: prompt.to_vec(),
                 params: SamplingParams::greedy(),
                 max_tokens,
-                stop_ids: vec![],
+                stop_ids: stop_ids.to_vec(),
                 n: 1,
                 logprobs: None,
                 tenant: String::new(),
@@ -138,7 +139,7 @@ impl Sched {
             }
         }
         let first = first.context("the request produced no token")?;
-        if tokens.len() != max_tokens {
+        if tokens.len() != max_tokens && stop_ids.is_empty() {
             bail!(
                 "a request stopped after {} of {max_tokens} tokens",
                 tokens.len()

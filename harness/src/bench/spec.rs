@@ -3,7 +3,8 @@
 //!
 //! For each class (the prompts of `spec_CLASS.jsonl`), drafter and K: warm-up, then N rounds of
 //! plain decode over every prompt followed by speculative decode over the same prompts (A, B, A,
-//! B, ...), each request alone, greedy, exactly `--new-tokens` tokens. Decode tok/s of a round is
+//! B, ...), each request alone, greedy, exactly `--new-tokens` tokens (with `--stop-at-eos`: up to
+//! the model's end-of-sequence token, at most `--new-tokens`). Decode tok/s of a round is
 //! its tokens after the first over the time from first to last token (prefill excluded); the
 //! round's speedup is spec tok/s / plain tok/s of the adjacent pair. Acceptance = accepted /
 //! drafted draft tokens over the timed rounds. The speculative output must equal plain decode.
@@ -56,17 +57,21 @@ fn round(
     sched: &mut Sched,
     prompts: &[Vec<u32>],
     new_tokens: usize,
+    stop_ids: &[u32],
     sp: Option<SpecParams>,
 ) -> Result<(f64, u64, u64, Vec<Vec<u32>>)> {
     let (mut toks, mut secs, mut drafted, mut accepted) = (0usize, 0f64, 0u64, 0u64);
     let mut outs = Vec::new();
     for p in prompts {
-        let t = sched.run_one(p, new_tokens, sp)?;
-        toks += t.tokens.len() - 1;
+        let t = sched.run_one(p, new_tokens, stop_ids, sp)?;
+        toks += t.tokens.len().saturating_sub(1);
         secs += t.decode.as_secs_f64();
         drafted += u64::from(t.drafted);
         accepted += u64::from(t.accepted);
         outs.push(t.tokens);
+    }
+    if toks == 0 {
+        bail!("every request ended within its first token: no decode to time");
     }
     Ok((toks as f64 / secs.max(1e-9), drafted, accepted, outs))
 }
@@ -106,6 +111,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
     } else {
         None
     };
+    let stop_ids = if args.spec.stop_at_eos {
+        ctx.loaded.tokenizer.eos.clone()
+    } else {
+        Vec::new()
+    };
     let mut sched = Sched::start(ctx, draft.as_ref())?;
     let mut rows = Vec::new();
     for class in &args.spec.class {
@@ -114,8 +124,9 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
             let (mut plain, mut spec, mut ratio) = (vec![], vec![], vec![]);
             let (mut drafted, mut accepted) = (0u64, 0u64);
             for i in 0..args.warmup + args.reps {
-                let (a, _, _, out_a) = round(&mut sched, &prompts, args.new_tokens, None)?;
-                let (b, d, acc, out_b) = round(&mut sched, &prompts, args.new_tokens, Some(*sp))?;
+                let n = args.new_tokens;
+                let (a, _, _, out_a) = round(&mut sched, &prompts, n, &stop_ids, None)?;
+                let (b, d, acc, out_b) = round(&mut sched, &prompts, n, &stop_ids, Some(*sp))?;
                 if let Some(j) = (0..prompts.len()).find(|&j| out_a[j] != out_b[j]) {
                     bail!("{class} prompt {j}: speculative ({name}, k={}) output differs from plain decode", sp.k);
                 }
@@ -132,14 +143,12 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
             } else {
                 accepted as f64 / drafted as f64
             };
-            let mut r = ctx.env.row(
-                "spec",
-                json!({"class": class, "method": name, "k": sp.k, "new_tokens": args.new_tokens,
-                       "prompts": prompts.len()}),
-                Stats::of(&ratio),
-                "x",
-                None,
-            );
+            let mut params = json!({"class": class, "method": name, "k": sp.k,
+                                    "new_tokens": args.new_tokens, "prompts": prompts.len()});
+            if args.spec.stop_at_eos {
+                params["stop"] = json!("eos");
+            }
+            let mut r = ctx.env.row("spec", params, Stats::of(&ratio), "x", None);
             r.extra = Some(json!({
                 "acceptance": acceptance,
                 "drafted": drafted,

@@ -23,12 +23,17 @@ const H: u32 = 760;
 /// Height of the caption strip under the plot.
 const CAPTION_H: u32 = 96;
 
-const MEMRA: [RGBColor; 5] = [
+const MEMRA: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
     RGBColor(23, 190, 207),
     RGBColor(140, 86, 75),
+    RGBColor(174, 199, 232),
+    RGBColor(152, 223, 138),
+    RGBColor(197, 176, 213),
+    RGBColor(0, 90, 80),
+    RGBColor(60, 60, 160),
 ];
 const ANCHORS: [RGBColor; 4] = [
     RGBColor(255, 127, 14),
@@ -676,23 +681,29 @@ fn spec_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>>
     }
     let v = latest(v, |r| {
         format!(
-            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
             r.model,
             r.dtype,
             r.text("method"),
             r.text("k"),
-            r.text("class")
+            r.text("class"),
+            r.text("stop")
         )
     });
     let classes: BTreeSet<String> = v.iter().map(|r| r.text("class")).collect();
     let classes: Vec<String> = classes.into_iter().collect();
     let name = |r: &Row| {
         format!(
-            "{} {}: {}, K={}",
+            "{} {}: {}, K={}{}",
             model_name(&r.model),
             r.dtype,
             r.text("method"),
-            r.text("k")
+            r.text("k"),
+            if r.text("stop") == "eos" {
+                ", to EOS"
+            } else {
+                ""
+            }
         )
     };
     let names: BTreeSet<String> = v.iter().map(|r| name(r)).collect();
@@ -760,33 +771,5 @@ fn spec_chart(rows: &[&Row], path: &Path, _stem: &str) -> Result<Option<String>>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boards_ttft_anchor_lines_follow_their_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let row = |len: u32, ms: f64, anchor: f64| {
-            format!(
-                r#"{{"time": 1796003459, "commit": "abc", "device": "NVIDIA H200", "backend": "cuda", "model": "m.gguf", "dtype": "Q8_0", "scenario": "ttft", "params": {{"prompt_len": {len}}}, "n": 5, "median": {ms}, "min": {ms}, "max": {ms}, "unit": "ms", "anchor": {{"llama.cpp": {{"name": "llama.cpp", "unit": "ms", "n": 5, "median": {anchor}, "min": {lo}, "max": {anchor}}}}}}}"#,
-                lo = anchor - 1.0
-            )
-        };
-        let text = [row(1024, 483.0, 94.0), row(512, 230.0, 48.0)].join("\n");
-        std::fs::write(dir.path().join("d.jsonl"), text).unwrap();
-        let rows = super::super::load::read_dir(dir.path()).unwrap().rows;
-        let v: Vec<&Row> = rows.iter().collect();
-        let name = |r: &Row| format!("{} {}", model_name(&r.model), r.dtype);
-        let lines = anchor_lines(&v, "prompt_len", name);
-        assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].legend, "m Q8_0: llama.cpp (anchor, same run)");
-        // x positions follow the sorted prompt lengths: 512 first.
-        assert_eq!(
-            lines[0].points,
-            [
-                (0, 48.0, Some(47.0), Some(48.0)),
-                (1, 94.0, Some(93.0), Some(94.0))
-            ]
-        );
-    }
-}
+#[path = "tests/charts.rs"]
+mod tests;

@@ -552,7 +552,12 @@ pub fn serve_table(rows: &[Row]) -> String {
 }
 
 pub fn spec_table(rows: &[Row]) -> String {
-    let v = sorted(rows, "spec", &["k", "new_tokens"], &["class", "method"]);
+    let v = sorted(
+        rows,
+        "spec",
+        &["k", "new_tokens"],
+        &["class", "method", "stop"],
+    );
     if v.is_empty() {
         return none_yet("speculative", "memra bench spec");
     }
@@ -566,6 +571,12 @@ pub fn spec_table(rows: &[Row]) -> String {
                 r.text("class"),
                 r.text("method"),
                 r.text("k"),
+                // Exactly N tokens, or up to the end-of-sequence token (at most N).
+                if r.text("stop") == "eos" {
+                    format!("≤ {} (to EOS)", r.text("new_tokens"))
+                } else {
+                    r.text("new_tokens")
+                },
                 spread(r),
                 opt(r.extra_num(&["acceptance"]), pct),
                 opt(r.extra_num(&["plain_tok_s", "median"]), num),
@@ -586,6 +597,7 @@ pub fn spec_table(rows: &[Row]) -> String {
                 "prompt class",
                 "method",
                 "K",
+                "new tokens",
                 "speedup (×) median [min–max]",
                 "acceptance",
                 "plain tok/s",
@@ -595,7 +607,7 @@ pub fn spec_table(rows: &[Row]) -> String {
                 "N",
             ],
             &[
-                false, false, false, false, false, true, true, true, true, true,
+                false, false, false, false, false, true, true, true, true, true, true,
             ],
             &t,
         ),

@@ -87,9 +87,9 @@ fn check_png(p: &PathBuf) {
 fn boards_render_fixture_tables_charts_and_readme() {
     let fx = fixture();
     let rep = render(&fx.args).unwrap();
-    assert_eq!((rep.files, rep.read), (2, 20), "{rep:?}");
-    // 19 H200 rows, one replaced by a later figure of its cell; one CPU row.
-    assert_eq!(rep.cells, 19, "{rep:?}");
+    assert_eq!((rep.files, rep.read), (2, 21), "{rep:?}");
+    // 20 H200 rows, one replaced by a later figure of its cell; one CPU row.
+    assert_eq!(rep.cells, 20, "{rep:?}");
     let notes = rep.notes.join("\n");
     assert!(
         notes.contains("cpu-2-threads.jsonl: 1 line(s) that are not JSON objects skipped"),
@@ -211,8 +211,30 @@ fn boards_render_fixture_tables_charts_and_readme() {
         cells(line(
             spec,
             "NVIDIA H200 (cuda) | llama-3.1-8b-bf16.gguf | BF16 | chat"
-        ))[4..10],
-        ["ngram", "4", "1.42 [1.35–1.50]", "63.0%", "60.0", "85.2"]
+        ))[4..11],
+        [
+            "ngram",
+            "4",
+            "128",
+            "1.42 [1.35–1.50]",
+            "63.0%",
+            "60.0",
+            "85.2"
+        ]
+    );
+    // A spec cell that stops at end-of-sequence is a row of its own.
+    let code: Vec<&str> = spec
+        .lines()
+        .filter(|l| l.contains("| code | ngram | 4 |"))
+        .collect();
+    assert_eq!(code.len(), 2, "{spec}");
+    assert!(
+        cells(code[0])[6..8] == ["128", "2.10 [2.00–2.20]"],
+        "{spec}"
+    );
+    assert!(
+        cells(code[1])[6..8] == ["≤ 256 (to EOS)", "2.30 [2.25–2.40]"],
+        "{spec}"
     );
     let prefix = block(&doc, "prefix");
     assert_eq!(
