@@ -51,6 +51,15 @@
 #define QTC_DB 0
 #endif
 
+// Grid order: 0 = row tiles fastest (blockIdx.x), so the blocks running together share a token
+// group and each row tile's weights come from memory once per token group; 1 = token groups
+// fastest, so the blocks running together share a row tile and read its weights from L2 after
+// the first (for prefill, where a 1,024-token pass has 32 token groups). Which block computes an
+// output never changes its operations.
+#ifndef QTC_TOKFAST
+#define QTC_TOKFAST 0
+#endif
+
 #define TC_BF16 0
 #define TC_Q8_0 1
 
@@ -85,7 +94,8 @@ __device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // `split_canary` != 0 and M > 1: K is cut into QTC_SPLIT / 2 slices instead (a shape-dependent
-// reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT)));
+// reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),
+// the two swapped with QTC_TOKFAST;
 // block: 32 * QTC_SPLIT; dynamic shared memory: QTC_SPLIT * QTC_WT * NT * 512 bytes.
 template <int F, int NT>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
@@ -97,8 +107,8 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     const int g = lane >> 2, t = lane & 3;
     const int nu = K / 32;
     const int tiles = (R + 15) / 16;
-    const int tile0 = blockIdx.x * QTC_WT;
-    const int m0 = blockIdx.y * 8 * NT;
+    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * QTC_WT;
+    const int m0 = (QTC_TOKFAST ? blockIdx.x : blockIdx.y) * 8 * NT;
     const int slices = (split_canary && M > 1 && QTC_SPLIT > 1) ? QTC_SPLIT / 2 : QTC_SPLIT;
     const int per = (nu + slices - 1) / slices;
     const int u0 = warp < slices ? min(nu, warp * per) : nu;

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 35] = [
+pub const KERNEL_DEFINES: [&str; 36] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -48,6 +48,7 @@ pub const KERNEL_DEFINES: [&str; 35] = [
     "QTC_XSPLIT",
     "QTC_UNROLL",
     "QTC_DB",
+    "QTC_TOKFAST",
 ];
 
 /// The source of a value nobody set.
@@ -506,8 +507,8 @@ impl ConfigArgs {
                     "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC and QTC_DB are switches
-            // (0 or 1); QTC_XSPLIT is 1 to 3
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
+            // QTC_TOKFAST, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -519,6 +520,9 @@ impl ConfigArgs {
                     | "QLIN_MT"
                     | "QTC"
                     | "QTC_DB"
+                    | "QTC_TOKFAST"
+                    | "ATTN_KORDER"
+                    | "ATTN_KV16W"
             );
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}

@@ -79,6 +79,9 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_SPLIT = \"4\"",
         "QLIN_M1_PREFETCH = \"0\"",
         "QLIN_M1_PREFETCH = \"16\"",
+        "ATTN_KV16W = \"0\"",
+        "ATTN_KORDER = \"0\"",
+        "QTC_TOKFAST = \"1\"",
     ] {
         let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");
@@ -88,6 +91,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
         ("QTC_SPLIT = \"0\"", "positive integer"),
+        ("ATTN_KV16W = \"8\"", "\"0\" or \"1\""),
         ("QTC_TILES = \"2\"", "unknown define"),
     ] {
         let e = resolve(bad).expect_err(bad);

@@ -113,8 +113,14 @@ impl CudaDevice {
         let split = self.define("QTC_SPLIT", 8).max(1);
         let wt = self.define("QTC_WT", 2).max(1);
         let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let (row_groups, tok_groups) = (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt));
         let cfg = LaunchConfig {
-            grid_dim: (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt), 1),
+            // QTC_TOKFAST: token groups fastest (kernels/linear_tc.cu).
+            grid_dim: if self.define("QTC_TOKFAST", 0) != 0 {
+                (tok_groups, row_groups, 1)
+            } else {
+                (row_groups, tok_groups, 1)
+            },
             block_dim: (32 * split, 1, 1),
             shared_mem_bytes: split * wt * nt * 512,
         };
