@@ -181,8 +181,9 @@ pub struct BatchOutput {
     /// Logits row used to choose each generated token (same length as `tokens`), when kept.
     pub step_logits: Vec<Vec<f32>>,
     /// When the forward that ended this sequence's prompt returned its first token (the end of
-    /// its prefill). The time from here to the return of `run_batch` is `tokens.len() - 1`
-    /// decode forwards: how `memra bench decode` times decode without timing prefill twice.
+    /// its prefill). For a batch of equal-length prompts without stop ids, the time from the
+    /// latest of these to the return of `run_batch` is `max_tokens - 1` decode forwards: how
+    /// `memra bench decode` times decode without timing prefill twice.
     pub first_token_at: Option<std::time::Instant>,
 }
 

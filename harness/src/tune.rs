@@ -137,8 +137,9 @@ fn forward_ms(
 ) -> Result<f64> {
     let mut tables = vec![BlockTable::default(); seqs];
     for t in tables.iter_mut() {
-        e.blocks.reserve(t, depth + rows)?;
+        // Prefill writes positions 0..depth (reserving as it goes); then room for the rows.
         e.prefill(t, &ids(depth, vocab, 3), 512)?;
+        e.blocks.reserve(t, depth + rows)?;
     }
     let toks = ids(rows, vocab, 5);
     let mut times = Vec::new();

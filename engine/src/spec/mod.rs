@@ -140,8 +140,10 @@ impl NgramDrafter {
         // No match for the tail: maybe the last token replaced one token of a copied span (an
         // edit). Match the n >= EDIT_NGRAM tokens before it and propose what followed the
         // replaced token.
+        // The replaced token must come before the new one (an occurrence ending at len - 2
+        // would make the new token its own replacement's successor).
         match Self::longest_match(tokens, len.saturating_sub(1), self.max_n) {
-            Some((n, from)) if n >= EDIT_NGRAM && from + 1 < len => {
+            Some((n, from)) if n >= EDIT_NGRAM && from + 2 < len => {
                 Self::continuation(tokens, from + 1, k.min(n - 1))
             }
             _ => Vec::new(),
@@ -243,6 +245,9 @@ mod tests {
         );
         // Only 2 tokens of context before the edit: below EDIT_NGRAM, nothing.
         assert!(d.propose(&[8, 2, 3, 4, 5, 6, 1, 2, 3, 9], 3).is_empty());
+        // A run broken by a new token: the only occurrence of the run's tail is the run shifted
+        // by one, whose successor is the new token itself; no draft of it.
+        assert!(d.propose(&[5, 5, 5, 5, 9], 4).is_empty());
     }
 
     #[test]

@@ -51,10 +51,10 @@ pub fn cell_flags(scenario: Scenario, p: &Value) -> Result<Vec<String>> {
             add("--method", text("method")?);
             add("--k", num("k")?);
             add("--new-tokens", num("new_tokens")?);
-            match p["stop"].as_str() {
-                None => {}
-                Some("eos") => f.push("--stop-at-eos".into()),
-                Some(s) => bail!("unknown spec stop {s:?}"),
+            match p.get("stop") {
+                None | Some(Value::Null) => {}
+                Some(s) if s == "eos" => f.push("--stop-at-eos".into()),
+                Some(s) => bail!("unknown spec stop {s}"),
             }
         }
         Scenario::Serve => {

@@ -107,10 +107,10 @@ fn cell_args(base: &BenchArgs, scenario: Scenario, p: &Value) -> Result<BenchArg
             a.spec.method = vec![str_of(p, "method")?.to_string()];
             a.spec.k = vec![usize_of(p, "k")?];
             a.new_tokens = usize_of(p, "new_tokens")?;
-            a.spec.stop_at_eos = match p["stop"].as_str() {
-                None => false,
-                Some("eos") => true,
-                Some(s) => bail!("unknown spec stop {s:?}"),
+            a.spec.stop_at_eos = match p.get("stop") {
+                None | Some(Value::Null) => false,
+                Some(s) if s == "eos" => true,
+                Some(s) => bail!("unknown spec stop {s}"),
             };
         }
         Scenario::Serve => {
@@ -385,11 +385,13 @@ mod tests {
             let want = format!("{:?}", cell_args(&base, sc, &p).unwrap());
             assert_eq!(format!("{:?}", parse(&flags)), want, "{p}");
         }
-        let bad = json!({"class": "code", "method": "ngram", "k": 4, "new_tokens": 8,
-                         "stop": "length"});
-        assert!(super::super::against::cell_flags(Scenario::Spec, &bad).is_err());
         let base = parse(&["spec".to_string()]);
-        assert!(cell_args(&base, Scenario::Spec, &bad).is_err());
+        for stop in [json!("length"), json!(1)] {
+            let bad = json!({"class": "code", "method": "ngram", "k": 4, "new_tokens": 8,
+                             "stop": stop});
+            assert!(super::super::against::cell_flags(Scenario::Spec, &bad).is_err());
+            assert!(cell_args(&base, Scenario::Spec, &bad).is_err());
+        }
     }
 
     fn r(unit: &str, median: f64, min: f64, max: f64) -> RefRow {

@@ -138,7 +138,12 @@ impl Sched {
                 Event::Error(e) => bail!("request failed: {e}"),
             }
         }
-        let first = first.context("the request produced no token")?;
+        // With stop ids the first token may be one: no token, nothing to time.
+        let first = match first {
+            Some(f) => f,
+            None if !stop_ids.is_empty() => last,
+            None => bail!("the request produced no token"),
+        };
         if tokens.len() != max_tokens && stop_ids.is_empty() {
             bail!(
                 "a request stopped after {} of {max_tokens} tokens",

@@ -112,7 +112,11 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
         None
     };
     let stop_ids = if args.spec.stop_at_eos {
-        ctx.loaded.tokenizer.eos.clone()
+        let eos = ctx.loaded.tokenizer.eos.clone();
+        if eos.is_empty() {
+            bail!("--stop-at-eos: the model's tokenizer names no end-of-sequence token");
+        }
+        eos
     } else {
         Vec::new()
     };
