@@ -257,7 +257,9 @@ speed over the anchor's.\n\
 once) or open loop (Poisson arrivals at a rate); aggregate output tok/s, and TTFT and \
 inter-token latency (ITL) percentiles over every request.\n\
 - **Speculative**: decode tok/s with speculation over plain decode on the same prompts, runs \
-interleaved and outputs checked identical; acceptance = accepted / drafted tokens.\n\
+interleaved and outputs checked identical; acceptance = accepted / drafted tokens; new tokens: \
+exactly N per request, or \"≤ N (to EOS)\" where requests end at the model's end-of-sequence \
+token (`--stop-at-eos`).\n\
 - **Prefix**: TTFT of a prompt whose prefix is already in the prefix cache (hit) against the same \
 length cold.\n"
         );
