@@ -8,11 +8,13 @@
 # 3. Q8_0 decode with the f16 cache at depth 128 / 8,192 (prediction: back to run 32's 244 /
 #    227 tok/s; run 33's 247 / 203 had the 16-byte loads).
 # 4. Q8_0 decode bs=1, 8, 32 at depth 1,024 (bench decode now prefills once a rep).
+# Also stashes target/parts/smol.00 (first half of SmolLM2's Q4_1 file) in /tmp for run 37.
 # Usage: h200_run36.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
+cp target/parts/smol.00 /tmp/smol.00 2>/dev/null && echo "stashed smol.00" | tee -a "$L"
 step "self-check kv f16"; $B --kv-cache-dtype f16 probe --self-check > "$O/selfcheck-f16.txt" 2>&1
 grep -E "self-check: |FAIL|rror" "$O/selfcheck-f16.txt" | tail -3 | cut -c1-200 | tee -a "$L"
 grep -q "self-check: PASS" "$O/selfcheck-f16.txt" || { step "self-check failed: stop"; exit 0; }
