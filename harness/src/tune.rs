@@ -2,8 +2,8 @@
 //! runs the gates with the kept set, and writes `boards/defaults/<device>.toml` with provenance
 //! (DESIGN.md §4). What it sweeps:
 //!
-//! - `kernels` (CUDA only): first `QLIN_INT`, kept only if it shortens a 512-token prompt's
-//!   TTFT beyond the spread without slowing bs=1 decode beyond it; then `LIN_TOKENS`,
+//! - `kernels` (CUDA only): first `QLIN_INT`, kept only if it shortens a reference request (a
+//!   512-token prompt's TTFT plus `--new-tokens` of bs=1 decode) beyond the spread; then `LIN_TOKENS`,
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1) and `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth), one at a time
@@ -17,6 +17,10 @@
 //!   largest batch at which a verify still pays at α = 0.6 (the n-gram acceptance measured on
 //!   code editing, research/spec/); `spec_row_cost` = (c(K) − 1) / K, the cost of one more
 //!   verify row that sets the per-step draft length (`spec::draft_len`).
+//!
+//! After each decided value the file so far is written to `<out>.partial`; `--resume` reads it
+//! back (same build, model, N and device only) and sweeps only what it lacks, so a sweep longer
+//! than one sitting on a lent GPU finishes over several.
 
 use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
@@ -59,6 +63,86 @@ pub struct TuneArgs {
     /// Output file [default: boards/defaults/<device>.toml].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Continue a sweep that was cut short: keep the values in `<out>.partial` (written after
+    /// each decided value by a run of the same build, model, N and device) and sweep the rest.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+/// A kept value as a kernel define's text (integers without quotes).
+fn define_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes the values decided so far to `path` (the `.partial` file `--resume` reads).
+fn save_partial(
+    path: &std::path::Path,
+    dev: &crate::defaults::DeviceKey,
+    provenance: &Provenance,
+    engine: &BTreeMap<String, Tuned>,
+    kernels: &BTreeMap<String, Tuned>,
+) -> Result<()> {
+    let file = DeviceDefaults {
+        device: dev.clone(),
+        provenance: provenance.clone(),
+        engine: engine.clone(),
+        kernels: kernels.clone(),
+    };
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(path, toml::to_string_pretty(&file)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The values a cut-short run of this same build, model, N and device decided (`--resume`), or
+/// an error naming what differs.
+fn resume_from(
+    path: &std::path::Path,
+    dev: &crate::defaults::DeviceKey,
+    provenance: &Provenance,
+) -> Result<Option<DeviceDefaults>> {
+    if !path.is_file() {
+        eprintln!(
+            "--resume: no {} yet; sweeping from the start",
+            path.display()
+        );
+        return Ok(None);
+    }
+    let p = DeviceDefaults::read(path)?;
+    if p.device != *dev {
+        bail!(
+            "--resume: {} was measured on {:?}, this is {:?}",
+            path.display(),
+            p.device.name,
+            dev.name
+        );
+    }
+    if p.provenance.commit != provenance.commit {
+        bail!(
+            "--resume: {} was measured by commit {}, this build is {}; delete it to start over",
+            path.display(),
+            p.provenance.commit,
+            provenance.commit
+        );
+    }
+    if p.provenance.notes != provenance.notes {
+        bail!(
+            "--resume: {} is from another model or N ({:?}; now {:?})",
+            path.display(),
+            p.provenance.notes,
+            provenance.notes
+        );
+    }
+    eprintln!(
+        "resuming {}: {} values decided",
+        path.display(),
+        p.engine.len() + p.kernels.len()
+    );
+    Ok(Some(p))
 }
 
 fn ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
@@ -267,13 +351,36 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         dev.name,
         if cuda { "cuda" } else { "cpu" }
     );
-    let mut engine_vals = BTreeMap::new();
-    let mut kernel_vals = BTreeMap::new();
-    let mut defines: BTreeMap<String, String> = BTreeMap::new();
-    if args.what.iter().any(|w| w == "kernels") && cuda {
-        // QLIN_INT (x as integer digits, integer tensor cores for M > 1): it changes the bits, so
-        // it must pay where it is for (TTFT of a 512-token prompt, better beyond the spread)
-        // without costing bs=1 decode (not worse beyond the spread).
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("boards/defaults").join(format!("{}.toml", dev.slug())));
+    let partial = out.with_extension("toml.partial");
+    let provenance = Provenance {
+        commit: env!("MEMRA_BUILD_COMMIT").into(),
+        date: today_utc(),
+        tool: "memra tune".into(),
+        notes: format!("model {model_name}; N = {reps} timed runs per candidate after one warm-up"),
+    };
+    let (mut engine_vals, mut kernel_vals) = match args.resume {
+        true => resume_from(&partial, &dev, &provenance)?
+            .map(|p| (p.engine, p.kernels))
+            .unwrap_or_default(),
+        false => Default::default(),
+    };
+    let mut defines: BTreeMap<String, String> = kernel_vals
+        .iter()
+        .map(|(k, t)| (k.clone(), define_text(&t.value)))
+        .collect();
+    let save = |e: &BTreeMap<String, Tuned>, k: &BTreeMap<String, Tuned>| {
+        save_partial(&partial, &dev, &provenance, e, k)
+    };
+    if args.what.iter().any(|w| w == "kernels") && cuda && !kernel_vals.contains_key("QLIN_INT") {
+        // QLIN_INT (x as integer digits, integer tensor cores for M > 1, and the one-token
+        // kernels reading the same digits): it trades prefill against bs=1 decode, so it is kept
+        // when a reference request, a 512-token prompt's TTFT plus `--new-tokens` decode steps,
+        // is shorter beyond the spread (run 38: 0 decoded 4.6% faster but prefilled 3.5× slower;
+        // the old rule, no decode loss at all, kept 0).
         let mut runs = Vec::new();
         for v in [0u32, 1] {
             let mut d = defines.clone();
@@ -289,17 +396,26 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             );
             runs.push((v, ttft, tok_s));
         }
+        // Per rep: TTFT + new_tokens / tok/s, in ms.
+        let request_ms = |r: &(u32, Vec<f64>, Vec<f64>)| -> Vec<f64> {
+            r.1.iter()
+                .zip(&r.2)
+                .map(|(t, d)| t + 1e3 * args.new_tokens as f64 / d.max(1e-9))
+                .collect()
+        };
         let (off, on) = (&runs[0], &runs[1]);
-        let keep_on = stats(&on.1).2 < stats(&off.1).1 && stats(&on.2).2 >= stats(&off.2).1;
+        let keep_on = stats(&request_ms(on)).2 < stats(&request_ms(off)).1;
         let kept = if keep_on { on } else { off };
         defines.insert("QLIN_INT".into(), kept.0.to_string());
         kernel_vals.insert(
             "QLIN_INT".into(),
             tuned(
                 toml::Value::Integer(kept.0 as i64),
-                "TTFT of a 512-token prompt (1 must beat 0 beyond the spread while bs=1 decode \
-                 tok/s at depth 128 is not worse beyond it)"
-                    .into(),
+                format!(
+                    "TTFT of a 512-token prompt (1 is kept when TTFT + {} bs=1 decode steps at \
+                     depth 128 beat 0's beyond the spread)",
+                    args.new_tokens
+                ),
                 "ms",
                 &kept.1,
                 runs.iter()
@@ -307,6 +423,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                     .collect(),
             ),
         );
+        save(&engine_vals, &kernel_vals)?;
     }
     if args.what.iter().any(|w| w == "kernels") && cuda {
         // (define, candidates, the kernel's own default, what is measured: Some(depth) = decode
@@ -330,6 +447,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048)),
         ];
         for (name, cands, default, depth) in sweeps {
+            if kernel_vals.contains_key(name) {
+                continue;
+            }
             let mut results = Vec::new();
             for &v in cands
                 .iter()
@@ -402,9 +522,13 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                     cands,
                 ),
             );
+            save(&engine_vals, &kernel_vals)?;
         }
     }
-    if args.what.iter().any(|w| w == "kernels") && cuda {
+    if args.what.iter().any(|w| w == "kernels")
+        && cuda
+        && !engine_vals.contains_key("cuda_graph_max_batch")
+    {
         // CUDA graphs: bs=1 decode with decode steps launched one kernel at a time (0) or
         // replayed as graphs of up to 32 rows; graphs stay unless plain launches beat them
         // beyond the spread.
@@ -442,11 +566,14 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 cands,
             ),
         );
+        save(&engine_vals, &kernel_vals)?;
     }
     let mut run_cfg = cfg.clone();
     run_cfg.kernel_defines.extend(defines.clone());
     let mut engine = crate::run::make_engine(&loaded, &run_cfg)?;
-    if args.what.iter().any(|w| w == "prefill") {
+    if let Some(t) = engine_vals.get("prefill_chunk") {
+        engine.prefill_chunk = t.value.as_integer().unwrap_or(512).max(1) as usize;
+    } else if args.what.iter().any(|w| w == "prefill") {
         let len = if cuda { 2048 } else { 256 };
         let mut results = Vec::new();
         for chunk in [128usize, 256, 512, 1024]
@@ -477,8 +604,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 cands,
             ),
         );
+        save(&engine_vals, &kernel_vals)?;
     }
-    if args.what.iter().any(|w| w == "spec") {
+    if args.what.iter().any(|w| w == "spec") && !engine_vals.contains_key("spec_max_running") {
         let (k, alpha) = (4usize, 0.6f64);
         let depth = 256;
         let one = forward_ms(&mut engine, vocab, 1, 1, depth, reps)?;
@@ -553,22 +681,12 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 cands,
             ),
         );
+        save(&engine_vals, &kernel_vals)?;
     }
     drop(engine);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("boards/defaults").join(format!("{}.toml", dev.slug())));
     let file = DeviceDefaults {
         device: dev.clone(),
-        provenance: Provenance {
-            commit: env!("MEMRA_BUILD_COMMIT").into(),
-            date: today_utc(),
-            tool: "memra tune".into(),
-            notes: format!(
-                "model {model_name}; N = {reps} timed runs per candidate after one warm-up"
-            ),
-        },
+        provenance,
         engine: engine_vals,
         kernels: kernel_vals,
     };
@@ -598,6 +716,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         }
     }
     std::fs::rename(&candidate, &out)?;
+    let _ = std::fs::remove_file(&partial);
     println!("{}", toml::to_string_pretty(&file)?);
     eprintln!("wrote {}", out.display());
     Ok(())

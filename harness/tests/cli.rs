@@ -282,6 +282,61 @@ fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
     );
 }
 
+/// `memra tune --resume` keeps the values of a cut-short run's `<out>.partial` and sweeps only
+/// the rest (here: prefill decided, spec swept), removes the partial when the file is written,
+/// and refuses a partial that another build measured.
+#[test]
+fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cpu.toml");
+    let partial = tmp.path().join("cpu.toml.partial");
+    let tune = |what: &str, resume: bool| {
+        let mut a = vec![
+            "--backend",
+            "cpu",
+            "--cache-dir",
+            tmp.path().to_str().unwrap(),
+            "tune",
+            "--model",
+            "synth:tiny-llama:q4_k",
+            "--what",
+            what,
+            "--gates",
+            "none",
+            "--reps",
+            "2",
+            "--new-tokens",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if resume {
+            a.push("--resume");
+        }
+        memra(&a)
+    };
+    ok(tune("prefill", false));
+    assert!(!partial.exists(), "a finished run leaves no partial");
+    // A run cut short after deciding the prefill chunk leaves exactly this behind.
+    std::fs::copy(&out, &partial).unwrap();
+    let first: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let run = ok(tune("prefill,spec", true));
+    let log = stderr(&run);
+    assert!(log.contains("resuming") && log.contains("1 values decided"), "{log}");
+    assert!(!log.contains("prefill_chunk="), "prefill swept again: {log}");
+    assert!(log.contains("break-even acceptance"), "spec not swept: {log}");
+    assert!(!partial.exists(), "the partial is removed once the file is written");
+    let t: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(t["engine"]["prefill_chunk"], first["engine"]["prefill_chunk"]);
+    assert!(t["engine"].get("spec_row_cost").is_some(), "{t}");
+    // Another build's partial is refused, naming both commits.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let commit = t["provenance"]["commit"].as_str().unwrap();
+    std::fs::write(&partial, text.replace(commit, "0123456789ab")).unwrap();
+    let e = failed(tune("prefill,spec", true));
+    assert!(e.contains("measured by commit 0123456789ab") && e.contains(commit), "{e}");
+}
+
 /// `memra probe` on the CPU backend names the device, counts the cores and measures a memory
 /// copy bandwidth (a positive number of GB/s).
 #[test]
