@@ -322,19 +322,37 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
     let first: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let run = ok(tune("prefill,spec", true));
     let log = stderr(&run);
-    assert!(log.contains("resuming") && log.contains("1 values decided"), "{log}");
-    assert!(!log.contains("prefill_chunk="), "prefill swept again: {log}");
-    assert!(log.contains("break-even acceptance"), "spec not swept: {log}");
-    assert!(!partial.exists(), "the partial is removed once the file is written");
+    assert!(
+        log.contains("resuming") && log.contains("1 values decided"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("prefill_chunk="),
+        "prefill swept again: {log}"
+    );
+    assert!(
+        log.contains("break-even acceptance"),
+        "spec not swept: {log}"
+    );
+    assert!(
+        !partial.exists(),
+        "the partial is removed once the file is written"
+    );
     let t: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(t["engine"]["prefill_chunk"], first["engine"]["prefill_chunk"]);
+    assert_eq!(
+        t["engine"]["prefill_chunk"],
+        first["engine"]["prefill_chunk"]
+    );
     assert!(t["engine"].get("spec_row_cost").is_some(), "{t}");
     // Another build's partial is refused, naming both commits.
     let text = std::fs::read_to_string(&out).unwrap();
     let commit = t["provenance"]["commit"].as_str().unwrap();
     std::fs::write(&partial, text.replace(commit, "0123456789ab")).unwrap();
     let e = failed(tune("prefill,spec", true));
-    assert!(e.contains("measured by commit 0123456789ab") && e.contains(commit), "{e}");
+    assert!(
+        e.contains("measured by commit 0123456789ab") && e.contains(commit),
+        "{e}"
+    );
 }
 
 /// `memra probe` on the CPU backend names the device, counts the cores and measures a memory
