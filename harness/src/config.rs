@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 36] = [
+pub const KERNEL_DEFINES: [&str; 38] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -49,6 +49,8 @@ pub const KERNEL_DEFINES: [&str; 36] = [
     "QTC_UNROLL",
     "QTC_DB",
     "QTC_TOKFAST",
+    "QTC_GEMM",
+    "QTC_GEMM_MIN",
 ];
 
 /// The source of a value nobody set.
@@ -508,7 +510,7 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_TOKFAST, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // QTC_TOKFAST, QTC_GEMM, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -521,6 +523,7 @@ impl ConfigArgs {
                     | "QTC"
                     | "QTC_DB"
                     | "QTC_TOKFAST"
+                    | "QTC_GEMM"
                     | "ATTN_KORDER"
                     | "ATTN_KV16W"
             );

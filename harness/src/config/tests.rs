@@ -82,6 +82,8 @@ fn kernel_define_values_are_checked_by_kind() {
         "ATTN_KV16W = \"0\"",
         "ATTN_KORDER = \"0\"",
         "QTC_TOKFAST = \"1\"",
+        "QTC_GEMM = \"1\"",
+        "QTC_GEMM_MIN = \"128\"",
     ] {
         let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");
@@ -92,6 +94,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
         ("QTC_SPLIT = \"0\"", "positive integer"),
         ("ATTN_KV16W = \"8\"", "\"0\" or \"1\""),
+        ("QTC_GEMM = \"2\"", "\"0\" or \"1\""),
         ("QTC_TILES = \"2\"", "unknown define"),
     ] {
         let e = resolve(bad).expect_err(bad);

@@ -100,6 +100,9 @@ impl CudaDevice {
         debug_assert_eq!(w.layout, WeightLayout::Tc);
         let (k, r) = (w.cols, w.rows);
         check(k.is_multiple_of(32), || format!("linear_tc: k {k}"))?;
+        if self.define("QTC_GEMM", 0) == 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
+            return self.linear_tcg(x, w, ys, rows, m, split_canary);
+        }
         let nt: u32 = match m.div_ceil(8) {
             1 => 1,
             2 => 2,
@@ -125,6 +128,41 @@ impl CudaDevice {
             shared_mem_bytes: split * wt * nt * 512,
         };
         self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
+    }
+
+    /// The tiled form of [`CudaDevice::linear_tc`] for many tokens (QTC_GEMM = 1 and m at
+    /// least QTC_GEMM_MIN, default 64): `linear_tcg_*` of kernels/linear_tc.cu, blocks of 128
+    /// rows by 128 tokens with x and the weights staged in shared memory, each row computed by the
+    /// same chain as the one-token form (so bit-identical for every M). Errors: another format,
+    /// the shared-memory opt-in, a launch failure.
+    fn linear_tcg(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        // TCG_MT, TCG_NT, TCG_XW and TCG_STAGES of kernels/linear_tc.cu.
+        const ROW_TILES: u32 = 8;
+        const TOKENS: u32 = 128;
+        const XW: u32 = 20;
+        const STAGES: u32 = 4;
+        let (func, w_stage) = match w.dtype {
+            DType::BF16 => ("linear_tcg_bf16", ROW_TILES * 1024),
+            DType::Q8_0 => ("linear_tcg_q8_0", ROW_TILES * (512 + 32)),
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
+        let x_stage = parts * TOKENS * XW * 4;
+        let tiles = (w.rows as u32).div_ceil(TC_TILE_ROWS as u32);
+        let cfg = LaunchConfig {
+            grid_dim: ((m as u32).div_ceil(TOKENS), tiles.div_ceil(ROW_TILES), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: STAGES * (w_stage + x_stage),
+        };
+        self.launch_linear("linear_tc.cu", func, cfg, x, w, ys, rows, m, split_canary)
     }
 
     /// `y = x W^T (+ bias)` for M > 1 on the integer tensor-core kernels

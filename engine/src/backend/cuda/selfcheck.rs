@@ -315,7 +315,8 @@ fn check_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
 
 fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
-    let ms = [1usize, 3, 8, 9, 33];
+    // 130: past QTC_GEMM_MIN's default (64), two token blocks of the tiled form, one partial.
+    let ms = [1usize, 3, 8, 9, 33, 130];
     let mmax = *ms.last().expect("ms");
     let mut out = Vec::new();
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
