@@ -15,6 +15,9 @@ step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 printf '[kernel_defines]\nQTC = "1"\nQTC_UNROLL = "1"\nQTC_XSPLIT = "1"\nQTC_GEMM = "1"\n' > /tmp/g1.toml
 printf '[kernel_defines]\nQTC = "1"\nQTC_UNROLL = "1"\nQTC_GEMM = "1"\n' > /tmp/g3.toml
 printf '[kernel_defines]\nQTC = "1"\nQTC_UNROLL = "1"\n' > /tmp/tcu1.toml
+step "self-check, defaults (M now up to 130)"
+timeout 60 $B probe --self-check > "$O/selfcheck-defaults.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/selfcheck-defaults.txt" | tail -3 | cut -c1-220 | tee -a "$L"
 step "self-check QTC=1 UNROLL=1 XSPLIT=1 GEMM=1"
 timeout 60 $B --config /tmp/g1.toml probe --self-check > "$O/selfcheck-g1.txt" 2>&1
 grep -E "self-check: |FAIL|rror" "$O/selfcheck-g1.txt" | tail -5 | cut -c1-220 | tee -a "$L"
