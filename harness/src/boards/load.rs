@@ -198,7 +198,7 @@ pub fn read_dir(dir: &Path) -> Result<Rows> {
         .str()?
         .iter()
         .zip(df.column("settings")?.str()?.iter())
-        .map(|(d, st)| d.map(|d| format!("{d}{}", kernel_variant(st))))
+        .map(|(d, st)| d.map(|d| format!("{d}{}", kernel_variant(d, st))))
         .collect();
     df.with_column(Column::new("dtype".into(), dtypes))?;
     // Rows without a scenario or a median cannot be placed on a board.
@@ -269,18 +269,31 @@ fn to_rows(df: &DataFrame) -> Result<Vec<Row>> {
 }
 
 /// The suffix that tells a row's kernels apart when they compute different bits from the
-/// defaults: " QTC=1" when the row's `settings.kernel_defines` had QTC = "1" (the tensor-core
-/// linear kernels), " KV f16" when its `settings.kv_cache_dtype` was "f16", else "".
-/// Speed-only knobs (tile sizes, warps) keep the cell.
-fn kernel_variant(settings: Option<&str>) -> String {
+/// lane kernels: " QTC=1" when the row's `settings.kernel_defines` put its `dtype` on the
+/// tensor-core linear kernels (QTC = "1": BF16, and Q8_0 unless QTC_Q8_0 = "0"), with
+/// " XSPLIT=N" when they rounded x to N < 3 bf16 parts; " KV f16" when its
+/// `settings.kv_cache_dtype` was "f16"; else "". Speed-only knobs (tile sizes, warps) keep the
+/// cell.
+fn kernel_variant(dtype: &str, settings: Option<&str>) -> String {
     let s = parse_object(settings);
-    let qtc = s
-        .get("kernel_defines")
-        .and_then(|k| k.get("QTC"))
-        .and_then(Value::as_str);
+    let define = |name: &str| {
+        s.get("kernel_defines")
+            .and_then(|k| k.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let tc = define("QTC").as_deref() == Some("1")
+        && match dtype {
+            "BF16" => true,
+            "Q8_0" => define("QTC_Q8_0").as_deref() != Some("0"),
+            _ => false,
+        };
     let mut v = String::new();
-    if qtc == Some("1") {
+    if tc {
         v.push_str(" QTC=1");
+        if let Some(p) = define("QTC_XSPLIT").filter(|p| p != "3") {
+            v.push_str(&format!(" XSPLIT={p}"));
+        }
     }
     if s.get("kv_cache_dtype").and_then(Value::as_str) == Some("f16") {
         v.push_str(" KV f16");
@@ -370,14 +383,24 @@ mod tests {
     fn boards_kernel_variant_splits_qtc_and_kv_f16_rows() {
         let qtc =
             r#"{"cuda_graph_max_batch": 32, "kernel_defines": {"QTC": "1", "LIN_WARPS": "4"}}"#;
-        assert_eq!(kernel_variant(Some(qtc)), " QTC=1");
+        assert_eq!(kernel_variant("BF16", Some(qtc)), " QTC=1");
+        assert_eq!(kernel_variant("Q8_0", Some(qtc)), " QTC=1");
+        // QTC covers BF16 and Q8_0 only, and Q8_0 not with QTC_Q8_0 = 0 (the H200 defaults).
+        assert_eq!(kernel_variant("Q4_K", Some(qtc)), "");
+        let bf16_only = r#"{"kernel_defines": {"QTC": "1", "QTC_Q8_0": "0"}}"#;
+        assert_eq!(kernel_variant("Q8_0", Some(bf16_only)), "");
+        assert_eq!(kernel_variant("BF16", Some(bf16_only)), " QTC=1");
+        let x1 = r#"{"kernel_defines": {"QTC": "1", "QTC_XSPLIT": "1"}}"#;
+        assert_eq!(kernel_variant("BF16", Some(x1)), " QTC=1 XSPLIT=1");
+        let x3 = r#"{"kernel_defines": {"QTC": "1", "QTC_XSPLIT": "3"}}"#;
+        assert_eq!(kernel_variant("BF16", Some(x3)), " QTC=1");
         let kv = r#"{"kv_cache_dtype": "f16", "kernel_defines": {"QTC": "1"}}"#;
-        assert_eq!(kernel_variant(Some(kv)), " QTC=1 KV f16");
+        assert_eq!(kernel_variant("BF16", Some(kv)), " QTC=1 KV f16");
         let kv32 = r#"{"kv_cache_dtype": "f32", "kernel_defines": {}}"#;
-        assert_eq!(kernel_variant(Some(kv32)), "");
+        assert_eq!(kernel_variant("BF16", Some(kv32)), "");
         let speed_only = r#"{"kernel_defines": {"QTC": "0", "QLIN_M1_WARPS": "16"}}"#;
-        assert_eq!(kernel_variant(Some(speed_only)), "");
-        assert_eq!(kernel_variant(None), "");
+        assert_eq!(kernel_variant("BF16", Some(speed_only)), "");
+        assert_eq!(kernel_variant("BF16", None), "");
     }
 
     /// Two rows of one cell that differ only in QTC stay two rows, each the latest of its own.

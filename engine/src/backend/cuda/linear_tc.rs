@@ -22,9 +22,15 @@ pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 pub const TC_TILE_ROWS: usize = 16;
 
 /// Whether the device's kernel defines route `dtype` matrices to the tensor-core kernels:
-/// `QTC = 1` and a BF16 or Q8_0 matrix.
+/// `QTC = 1` and a BF16 matrix, or a Q8_0 matrix unless `QTC_Q8_0 = 0` (the H200 keeps Q8_0 on
+/// the lane kernels, whose one-token form is faster there: research/cuda-notes.md, run 39).
 pub fn tc_enabled(dev: &CudaDevice, dtype: DType) -> bool {
-    dev.define("QTC", 0) == 1 && matches!(dtype, DType::BF16 | DType::Q8_0)
+    dev.define("QTC", 0) == 1
+        && match dtype {
+            DType::BF16 => true,
+            DType::Q8_0 => dev.define("QTC_Q8_0", 1) == 1,
+            _ => false,
+        }
 }
 
 /// Index in a tile's per-unit lane block of element `(row_in_tile, k_in_unit)`, as
