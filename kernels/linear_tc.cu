@@ -263,6 +263,13 @@ LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4)
 #define TCG_NT 16      // token tiles of 8 per block
 #define TCG_XW 20      // u32 words per token of a staged unit of x: 16 bf16 pairs + 4 of padding
 #define TCG_STAGES 4   // pipeline depth (units in shared memory)
+#define TCG_XF 40      // floats per token of a staged unit of f32 x: 32 + 8 of padding
+// How x reaches shared memory: 0 = through registers one unit ahead, split into its bf16 parts on
+// the way in (checked on the H200, run 39); 1 = as f32 by cp.async in the weights' pipeline
+// (TCG_STAGES - 1 units ahead), split when the B fragments are read (compile-tested only).
+#ifndef QTC_GEMM_XASYNC
+#define QTC_GEMM_XASYNC 0
+#endif
 
 // 16 bytes global -> shared, asynchronously; zero-filled when !pred (nothing read).
 __device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) {
@@ -272,7 +279,8 @@ __device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) 
 
 // Grid: (ceil(M / 128), ceil(ceil(R / 16) / 8)), token blocks fastest (the blocks running
 // together share a row block's weights through L2); block 256; dynamic shared memory
-// TCG_STAGES * (8 * (1,024 BF16 | 544 Q8_0) + QTC_XSPLIT * 128 * TCG_XW * 4) bytes.
+// TCG_STAGES * (8 * (1,024 BF16 | 544 Q8_0) + x) bytes, x = QTC_XSPLIT * 128 * TCG_XW * 4
+// (128 * TCG_XF * 4 with QTC_GEMM_XASYNC = 1).
 template <int F>
 __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
@@ -280,7 +288,7 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
     constexpr int WB = F == TC_BF16 ? 1024 : 512;  // bytes of one (tile, unit)'s weights
     constexpr int SB = F == TC_Q8_0 ? 32 : 0;       // and of its scales
     constexpr int W_STAGE = TCG_MT * (WB + SB);
-    constexpr int X_STAGE = QTC_XSPLIT * TCG_NT * 8 * TCG_XW * 4;
+    constexpr int X_STAGE = QTC_GEMM_XASYNC ? TCG_NT * 8 * TCG_XF * 4 : QTC_XSPLIT * TCG_NT * 8 * TCG_XW * 4;
     constexpr int STAGE = W_STAGE + X_STAGE;
     extern __shared__ __align__(16) u8 tcg_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -320,6 +328,18 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
             xr[i] = (m < M && u < nu) ? *reinterpret_cast<const float4*>(x + (size_t)m * K + 32 * u + 16 * kh + 4 * i)
                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     };
+    // QTC_GEMM_XASYNC = 1: unit u's x as f32 into stage st by cp.async, four 16-byte chunks a
+    // thread (token c / 8, floats 4 (c % 8) .. + 4); zeros past M or the last unit.
+    auto load_x_async = [&](int u, int st) {
+        float* X = reinterpret_cast<float*>(tcg_smem + st * STAGE + W_STAGE);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int c = threadIdx.x + 256 * i, tok = c >> 3, part = c & 7;
+            const bool ok = m0 + tok < M && u < nu;
+            const float* src = ok ? x + (size_t)(m0 + tok) * K + 32 * u + 4 * part : x;
+            tcg_cp16(X + tok * TCG_XF + 4 * part, src, ok);
+        }
+    };
     // The registers' x as bf16 parts into stage st: word 8kh + j of token tk, part p.
     auto store_x = [&](int st) {
         u32 w[8][QTC_XSPLIT];
@@ -348,9 +368,12 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
 #pragma unroll
     for (int i = 0; i < TCG_STAGES - 1; ++i) {
         load_w(i, i);
+        if (QTC_GEMM_XASYNC) load_x_async(i, i);
         asm volatile("cp.async.commit_group;\n" ::);
-        load_x(i);
-        store_x(i);
+        if (!QTC_GEMM_XASYNC) {
+            load_x(i);
+            store_x(i);
+        }
     }
     int sl = 0, u_end = min(nu, per);
     for (int u = 0; u < nu; ++u) {
@@ -359,8 +382,9 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
         // Everyone is past unit u - 1: its stage takes unit u + STAGES - 1.
         const int un = u + TCG_STAGES - 1;
         load_w(un, un % TCG_STAGES);
+        if (QTC_GEMM_XASYNC) load_x_async(un, un % TCG_STAGES);
         asm volatile("cp.async.commit_group;\n" ::);
-        load_x(un);
+        if (!QTC_GEMM_XASYNC) load_x(un);
         const u8* W = tcg_smem + (u % TCG_STAGES) * STAGE;
         const u32* X = reinterpret_cast<const u32*>(W + W_STAGE);
         u32 a[4][2][4];
@@ -393,10 +417,17 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-                for (int r = 0; r < 2; ++r)
+                for (int r = 0; r < 2; ++r) {
+                    if (QTC_GEMM_XASYNC) {
+                        // x[k], x[k+1] at k = 16h + 8r + 2t, split as linear_tc_impl splits them.
+                        const float* Xf = reinterpret_cast<const float*>(X);
+                        split_x(*reinterpret_cast<const float2*>(Xf + tok * TCG_XF + 16 * h + 8 * r + 2 * t), b[h][r]);
+                    } else {
 #pragma unroll
-                    for (int p = 0; p < QTC_XSPLIT; ++p)
-                        b[h][r][p] = X[(p * TCG_NT * 8 + tok) * TCG_XW + 8 * h + 4 * r + t];
+                        for (int p = 0; p < QTC_XSPLIT; ++p)
+                            b[h][r][p] = X[(p * TCG_NT * 8 + tok) * TCG_XW + 8 * h + 4 * r + t];
+                    }
+                }
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 float us[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -410,7 +441,7 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
                                                 : __fadd_rn(acc[i][j][c], us[c]);
             }
         }
-        store_x(un % TCG_STAGES);
+        if (!QTC_GEMM_XASYNC) store_x(un % TCG_STAGES);
         if (u + 1 == u_end) {
             // The slice's sum into the total (the first as is), in slice order.
 #pragma unroll

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 39] = [
+pub const KERNEL_DEFINES: [&str; 40] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -52,6 +52,7 @@ pub const KERNEL_DEFINES: [&str; 39] = [
     "QTC_GEMM",
     "QTC_GEMM_MIN",
     "QTC_Q8_0",
+    "QTC_GEMM_XASYNC",
 ];
 
 /// The source of a value nobody set.
@@ -511,8 +512,9 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, ATTN_KORDER and ATTN_KV16W are switches (0 or 1);
-            // QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH may be 0; the rest are sizes.
+            // QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC, ATTN_KORDER and ATTN_KV16W are
+            // switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH may be 0; the
+            // rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -526,6 +528,7 @@ impl ConfigArgs {
                     | "QTC_TOKFAST"
                     | "QTC_GEMM"
                     | "QTC_Q8_0"
+                    | "QTC_GEMM_XASYNC"
                     | "ATTN_KORDER"
                     | "ATTN_KV16W"
             );

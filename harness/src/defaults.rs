@@ -166,7 +166,17 @@ pub fn embedded_for(dev: &DeviceKey) -> Result<Option<(String, DeviceDefaults)>>
 /// current device; "none"; or a path) to every value that neither the config file nor a flag
 /// set. Logs once which file was used, or that the portable defaults run.
 pub fn apply(cfg: &mut Config) -> Result<()> {
-    let chosen = match cfg.device_defaults.as_str() {
+    let Some((origin, d)) = chosen(cfg)? else {
+        return Ok(());
+    };
+    apply_file(cfg, &origin, &d)
+}
+
+/// The defaults file `cfg.device_defaults` selects, as (where it came from, its contents):
+/// "auto": the embedded file for the current device (logging once when there is none); "none":
+/// no file; else the file at that path. Errors: a file that cannot be read or parsed.
+pub fn chosen(cfg: &Config) -> Result<Option<(String, DeviceDefaults)>> {
+    Ok(match cfg.device_defaults.as_str() {
         "none" => None,
         "auto" => {
             let dev = current_device(cfg)?;
@@ -181,15 +191,16 @@ pub fn apply(cfg: &mut Config) -> Result<()> {
             found
         }
         path => Some((path.to_string(), DeviceDefaults::read(Path::new(path))?)),
-    };
-    let Some((origin, d)) = chosen else {
-        return Ok(());
-    };
+    })
+}
+
+/// Applies one defaults file (see [`apply`]).
+fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> {
     let src = format!(
         "{origin} ({} {}, commit {})",
         d.provenance.tool, d.provenance.date, d.provenance.commit
     );
-    tracing::info!(file = origin.as_str(), "using tuned defaults");
+    tracing::info!(file = origin, "using tuned defaults");
     for (key, t) in &d.engine {
         if cfg.source(key) != crate::config::BUILT_IN {
             continue;

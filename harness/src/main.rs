@@ -93,7 +93,8 @@ fn main() -> std::process::ExitCode {
     }
     let result = cli.config.resolve().and_then(|mut cfg| {
         // Commands that run a backend or its kernels take the tuned defaults of the device they
-        // run on (probe's self-check and kernel tables test the defines the engine would use).
+        // run on (probe's self-check and kernel tables test the defines the engine would use;
+        // tune sweeps on top of them, or from the built-in values with --device-defaults none).
         if matches!(
             cli.command,
             Command::Run(_)
@@ -101,6 +102,7 @@ fn main() -> std::process::ExitCode {
                 | Command::Gate(_)
                 | Command::Bench(_)
                 | Command::Probe(_)
+                | Command::Tune(_)
         ) {
             defaults::apply(&mut cfg)?;
         }

@@ -18,7 +18,11 @@
 //!   code editing, research/spec/); `spec_row_cost` = (c(K) − 1) / K, the cost of one more
 //!   verify row that sets the per-step draft length (`spec::draft_len`).
 //!
-//! After each decided value the file so far is written to `<out>.partial`; `--resume` reads it
+//! Candidates are measured on top of the device's current defaults (`--device-defaults`, auto by
+//! default: the embedded file for this device); the file written keeps that file's values for
+//! what this run did not sweep. `--device-defaults none` tunes from the built-in values.
+//!
+//! After each decided value the values decided so far are written to `<out>.partial`; `--resume` reads it
 //! back (same build, model, N and device only) and sweeps only what it lacks, so a sweep longer
 //! than one sitting on a lent GPU finishes over several.
 
@@ -368,10 +372,15 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             .unwrap_or_default(),
         false => Default::default(),
     };
-    let mut defines: BTreeMap<String, String> = kernel_vals
-        .iter()
-        .map(|(k, t)| (k.clone(), define_text(&t.value)))
-        .collect();
+    // Candidates are measured on top of the device's current defaults (and the config's own
+    // defines), with what this run has decided so far over them.
+    let base = crate::defaults::chosen(cfg)?;
+    let mut defines: BTreeMap<String, String> = cfg.kernel_defines.clone();
+    defines.extend(
+        kernel_vals
+            .iter()
+            .map(|(k, t)| (k.clone(), define_text(&t.value))),
+    );
     let save = |e: &BTreeMap<String, Tuned>, k: &BTreeMap<String, Tuned>| {
         save_partial(&partial, &dev, &provenance, e, k)
     };
@@ -684,11 +693,33 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         save(&engine_vals, &kernel_vals)?;
     }
     drop(engine);
+    // The values this run did not sweep stay as the defaults it started from had them (each
+    // with its own metric and figures).
+    let mut provenance = provenance;
+    let (mut engine_out, mut kernels_out) = (BTreeMap::new(), BTreeMap::new());
+    if let Some((origin, b)) = &base {
+        let kept = b
+            .engine
+            .keys()
+            .filter(|k| !engine_vals.contains_key(*k))
+            .chain(b.kernels.keys().filter(|k| !kernel_vals.contains_key(*k)))
+            .count();
+        if kept > 0 {
+            provenance.notes.push_str(&format!(
+                "; {kept} values not swept kept from {origin} ({} {}, commit {})",
+                b.provenance.tool, b.provenance.date, b.provenance.commit
+            ));
+        }
+        engine_out.extend(b.engine.clone());
+        kernels_out.extend(b.kernels.clone());
+    }
+    engine_out.extend(engine_vals);
+    kernels_out.extend(kernel_vals);
     let file = DeviceDefaults {
         device: dev.clone(),
         provenance,
-        engine: engine_vals,
-        kernels: kernel_vals,
+        engine: engine_out,
+        kernels: kernels_out,
     };
     if let Some(d) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;

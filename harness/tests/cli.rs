@@ -290,10 +290,12 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("cpu.toml");
     let partial = tmp.path().join("cpu.toml.partial");
-    let tune = |what: &str, resume: bool| {
+    let tune_on = |base: &str, out: &std::path::Path, what: &str, resume: bool| {
         let mut a = vec![
             "--backend",
             "cpu",
+            "--device-defaults",
+            base,
             "--cache-dir",
             tmp.path().to_str().unwrap(),
             "tune",
@@ -315,6 +317,7 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
         }
         memra(&a)
     };
+    let tune = |what: &str, resume: bool| tune_on("none", &out, what, resume);
     ok(tune("prefill", false));
     assert!(!partial.exists(), "a finished run leaves no partial");
     // A run cut short after deciding the prefill chunk leaves exactly this behind.
@@ -353,6 +356,15 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
         e.contains("measured by commit 0123456789ab") && e.contains(commit),
         "{e}"
     );
+    // On top of a defaults file, what is not swept is kept from it, and the notes say so.
+    let base = tmp.path().join("base.toml");
+    std::fs::copy(&out, &base).unwrap();
+    let out2 = tmp.path().join("cpu2.toml");
+    ok(tune_on(base.to_str().unwrap(), &out2, "spec", false));
+    let t2: toml::Value = toml::from_str(&std::fs::read_to_string(&out2).unwrap()).unwrap();
+    assert_eq!(t2["engine"]["prefill_chunk"], t["engine"]["prefill_chunk"]);
+    let notes = t2["provenance"]["notes"].as_str().unwrap();
+    assert!(notes.contains("values not swept kept from"), "{notes}");
 }
 
 /// `memra probe` on the CPU backend names the device, counts the cores and measures a memory

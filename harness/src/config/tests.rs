@@ -85,6 +85,7 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_GEMM = \"1\"",
         "QTC_GEMM_MIN = \"128\"",
         "QTC_Q8_0 = \"0\"",
+        "QTC_GEMM_XASYNC = \"1\"",
     ] {
         let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");

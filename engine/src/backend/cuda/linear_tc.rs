@@ -150,10 +150,11 @@ impl CudaDevice {
         m: usize,
         split_canary: bool,
     ) -> Result<()> {
-        // TCG_MT, TCG_NT, TCG_XW and TCG_STAGES of kernels/linear_tc.cu.
+        // TCG_MT, TCG_NT, TCG_XW, TCG_XF and TCG_STAGES of kernels/linear_tc.cu.
         const ROW_TILES: u32 = 8;
         const TOKENS: u32 = 128;
         const XW: u32 = 20;
+        const XF: u32 = 40;
         const STAGES: u32 = 4;
         let (func, w_stage) = match w.dtype {
             DType::BF16 => ("linear_tcg_bf16", ROW_TILES * 1024),
@@ -161,7 +162,12 @@ impl CudaDevice {
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
-        let x_stage = parts * TOKENS * XW * 4;
+        // x staged as bf16 parts, or as f32 with QTC_GEMM_XASYNC = 1.
+        let x_stage = if self.define("QTC_GEMM_XASYNC", 0) == 1 {
+            TOKENS * XF * 4
+        } else {
+            parts * TOKENS * XW * 4
+        };
         let tiles = (w.rows as u32).div_ceil(TC_TILE_ROWS as u32);
         let cfg = LaunchConfig {
             grid_dim: ((m as u32).div_ceil(TOKENS), tiles.div_ceil(ROW_TILES), 1),
