@@ -308,7 +308,10 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
             const int tl = c / (WB / 16), off = c % (WB / 16);
             const bool ok = u < nu && tile0 + tl < tiles;
             const u8* src = ok ? q + ((size_t)(tile0 + tl) * nu + u) * WB + off * 16 : q;
-            tcg_cp16(dst + tl * WB + off * 16, src, ok);
+            // BF16 with QTC_GEMM_XASYNC = 1: each lane's two 16-byte halves go to two planes of
+            // 32 (chunk 2l -> l, 2l + 1 -> 32 + l), so the A loads below are conflict-free.
+            const int slot = (F == TC_BF16 && QTC_GEMM_XASYNC) ? (off & 1) * 32 + (off >> 1) : off;
+            tcg_cp16(dst + tl * WB + slot * 16, src, ok);
         }
         if (F == TC_Q8_0 && threadIdx.x < TCG_MT * 2) {
             const int tl = threadIdx.x >> 1, half = threadIdx.x & 1;
@@ -393,8 +396,9 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
         for (int i = 0; i < 4; ++i) {
             const int tl = 4 * wm + i;
             if (F == TC_BF16) {
-                const uint4* wp = reinterpret_cast<const uint4*>(W + tl * WB) + 2 * lane;
-                const uint4 v0 = wp[0], v1 = wp[1];
+                const uint4* wp = reinterpret_cast<const uint4*>(W + tl * WB);
+                const uint4 v0 = QTC_GEMM_XASYNC ? wp[lane] : wp[2 * lane];
+                const uint4 v1 = QTC_GEMM_XASYNC ? wp[32 + lane] : wp[2 * lane + 1];
                 a[i][0][0] = v0.x; a[i][0][1] = v0.y; a[i][0][2] = v0.z; a[i][0][3] = v0.w;
                 a[i][1][0] = v1.x; a[i][1][1] = v1.y; a[i][1][2] = v1.z; a[i][1][3] = v1.w;
                 d[i][0] = d[i][1] = 1.0f;

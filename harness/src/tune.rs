@@ -360,11 +360,36 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("boards/defaults").join(format!("{}.toml", dev.slug())));
     let partial = out.with_extension("toml.partial");
+    // The defaults this run starts from (selected by --device-defaults, as every command's).
+    let base = crate::defaults::chosen(cfg)?;
+    if let Some((origin, b)) = &base {
+        if b.device != dev {
+            bail!(
+                "{origin} is for {:?} ({}, {} SMs), not this device ({:?}, {}, {} SMs): tune on \
+                 top of this device's file or with --device-defaults none",
+                b.device.name,
+                b.device.compute_capability,
+                b.device.sm_count,
+                dev.name,
+                dev.compute_capability,
+                dev.sm_count
+            );
+        }
+    }
     let provenance = Provenance {
         commit: env!("MEMRA_BUILD_COMMIT").into(),
         date: today_utc(),
         tool: "memra tune".into(),
-        notes: format!("model {model_name}; N = {reps} timed runs per candidate after one warm-up"),
+        notes: format!(
+            "model {model_name}; N = {reps} timed runs per candidate after one warm-up; {} new \
+             tokens per decode measurement; measured on top of {}",
+            args.new_tokens,
+            base.as_ref()
+                .map_or("the built-in values".to_string(), |(o, b)| format!(
+                    "{o} (commit {})",
+                    b.provenance.commit
+                ))
+        ),
     };
     let (mut engine_vals, mut kernel_vals) = match args.resume {
         true => resume_from(&partial, &dev, &provenance)?
@@ -374,7 +399,6 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     };
     // Candidates are measured on top of the device's current defaults (and the config's own
     // defines), with what this run has decided so far over them.
-    let base = crate::defaults::chosen(cfg)?;
     let mut defines: BTreeMap<String, String> = cfg.kernel_defines.clone();
     defines.extend(
         kernel_vals
@@ -390,6 +414,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // when a reference request, a 512-token prompt's TTFT plus `--new-tokens` decode steps,
         // is shorter beyond the spread (run 38: 0 decoded 4.6% faster but prefilled 3.5× slower;
         // the old rule, no decode loss at all, kept 0).
+        let qlin_int_now = defines
+            .get("QLIN_INT")
+            .map_or(0, |v| v.trim().parse().unwrap_or(0));
         let mut runs = Vec::new();
         for v in [0u32, 1] {
             let mut d = defines.clone();
@@ -412,23 +439,27 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 .map(|(t, d)| t + 1e3 * args.new_tokens as f64 / d.max(1e-9))
                 .collect()
         };
-        let (off, on) = (&runs[0], &runs[1]);
-        let keep_on = stats(&request_ms(on)).2 < stats(&request_ms(off)).1;
-        let kept = if keep_on { on } else { off };
+        // The current value (the base's, else 0) stays unless the other beats it beyond the
+        // spread (its slowest request faster than the current one's fastest).
+        let current = usize::from(qlin_int_now == 1);
+        let (cur, other) = (&runs[current], &runs[1 - current]);
+        let switch = stats(&request_ms(other)).2 < stats(&request_ms(cur)).1;
+        let kept = if switch { other } else { cur };
         defines.insert("QLIN_INT".into(), kept.0.to_string());
         kernel_vals.insert(
             "QLIN_INT".into(),
             tuned(
                 toml::Value::Integer(kept.0 as i64),
                 format!(
-                    "TTFT of a 512-token prompt (1 is kept when TTFT + {} bs=1 decode steps at \
-                     depth 128 beat 0's beyond the spread)",
-                    args.new_tokens
+                    "time of a reference request: TTFT of a 512-token prompt + {} bs=1 decode \
+                     steps at depth 128; the current value ({}) stays unless the other beats it \
+                     beyond the spread",
+                    args.new_tokens, cur.0
                 ),
                 "ms",
-                &kept.1,
+                &request_ms(kept),
                 runs.iter()
-                    .map(|(v, t, _)| (toml::Value::Integer(*v as i64), stats(t).0))
+                    .map(|r| (toml::Value::Integer(r.0 as i64), stats(&request_ms(r)).0))
                     .collect(),
             ),
         );
@@ -493,8 +524,12 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 .iter()
                 .max_by(|a, b| score(&a.1).0.total_cmp(&score(&b.1).0))
                 .context("no candidate")?;
-            // The default stays unless the best beats it beyond the measured spread (its worst
-            // run above the default's best run).
+            // The current value (the base's, else the kernel's own default) stays unless the best
+            // beats it beyond the measured spread (its worst run above the current one's best).
+            let default = defines
+                .get(name)
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .unwrap_or(default);
             let kept = match results.iter().find(|r| r.0 == default) {
                 Some(def) if score(&best.1).1 <= score(&def.1).2 => def,
                 _ => best,
@@ -507,16 +542,16 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let (metric, unit) = match depth {
                 Some(depth) => (
                     format!(
-                        "decode tok/s, bs=1, depth {depth}, {} new tokens; the default ({default}) \
-                         stays unless beaten beyond the spread",
+                        "decode tok/s, bs=1, depth {depth}, {} new tokens; the current value \
+                         ({default}) stays unless beaten beyond the spread",
                         args.new_tokens
                     ),
                     "tok/s",
                 ),
                 None => (
                     format!(
-                        "TTFT of a 512-token prompt; the default ({default}) stays unless beaten \
-                         beyond the spread"
+                        "TTFT of a 512-token prompt; the current value ({default}) stays unless \
+                         beaten beyond the spread"
                     ),
                     "ms",
                 ),
@@ -579,6 +614,12 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     }
     let mut run_cfg = cfg.clone();
     run_cfg.kernel_defines.extend(defines.clone());
+    if let Some(g) = engine_vals
+        .get("cuda_graph_max_batch")
+        .and_then(|t| t.value.as_integer())
+    {
+        run_cfg.cuda_graph_max_batch = g.max(0) as usize;
+    }
     let mut engine = crate::run::make_engine(&loaded, &run_cfg)?;
     if let Some(t) = engine_vals.get("prefill_chunk") {
         engine.prefill_chunk = t.value.as_integer().unwrap_or(512).max(1) as usize;
