@@ -7,8 +7,8 @@
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1) and `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth), one at a time
-//!   with the others at their kept values; a knob keeps its default unless a candidate beats it
-//!   beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
+//!   with the others at their kept values; a knob keeps its current value (the base file's, else
+//!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
 //!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
