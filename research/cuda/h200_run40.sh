@@ -4,6 +4,9 @@
 # script runs `tune --resume` into $O (the partial travels back under $OUT and must be carried
 # into the next call as research/cuda/tune-partial/nvidia-h200.toml.partial). Writes the final
 # file only when every value is decided and the qwen3 CUDA gates are green with it.
+# The sweep runs on top of the committed H200 defaults (BF16 on QTC, Q8_0 on the lanes), and the
+# file it writes keeps their entries for what it does not sweep, so it can replace
+# boards/defaults/nvidia-h200.toml as it is.
 # Usage: h200_run40.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
