@@ -33,6 +33,14 @@
 #ifndef QTC_SPLIT
 #define QTC_SPLIT 8
 #endif
+// Slices for matrices of at least QTC_BIG_ROWS rows (host side), when not 0: such a matrix has
+// blocks enough to fill the device with fewer warps each (run 39: 4 slices take the 28672-row
+// gate+up in 57.9 us against 64.6 with 16, but the 4096-row matrices need 16). The slice count is
+// part of a matrix's reduction order, fixed by its shape, never by M; every form of the kernel
+// (one-token, tiled) uses the same count for the same matrix.
+#ifndef QTC_SPLIT_BIG
+#define QTC_SPLIT_BIG 0
+#endif
 // Row tiles of 16 per warp (they share the warp's split of x).
 #ifndef QTC_WT
 #define QTC_WT 2
@@ -93,15 +101,16 @@ __device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
 }
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
-// `split_canary` != 0 and M > 1: K is cut into QTC_SPLIT / 2 slices instead (a shape-dependent
+// S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries).
+// `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
-// block: 32 * QTC_SPLIT; dynamic shared memory: QTC_SPLIT * QTC_WT * NT * 512 bytes.
-template <int F, int NT>
+// block: 32 * S; dynamic shared memory: S * QTC_WT * NT * 512 bytes.
+template <int F, int NT, int S>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                int M, int K, int R, int split_canary) {
-    extern __shared__ float part[];  // [QTC_SPLIT][QTC_WT][NT][4][32]
+    extern __shared__ float part[];  // [S][QTC_WT][NT][4][32]
     constexpr int WB = F == TC_BF16 ? 2 : 1;  // uint4 per lane per (tile, unit)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -109,7 +118,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     const int tiles = (R + 15) / 16;
     const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * QTC_WT;
     const int m0 = (QTC_TOKFAST ? blockIdx.x : blockIdx.y) * 8 * NT;
-    const int slices = (split_canary && M > 1 && QTC_SPLIT > 1) ? QTC_SPLIT / 2 : QTC_SPLIT;
+    const int slices = (split_canary && M > 1 && S > 1) ? S / 2 : S;
     const int per = (nu + slices - 1) / slices;
     const int u0 = warp < slices ? min(nu, warp * per) : nu;
     const int u1 = warp < slices ? min(nu, u0 + per) : nu;
@@ -234,20 +243,29 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
 }
 
-// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block).
-#define LINEAR_TC(name, F, NT)                                                                      \
-    extern "C" __global__ void __launch_bounds__(32 * QTC_SPLIT)                                    \
+// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
+// QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
+#define LINEAR_TC(name, F, NT, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
              int split_canary) {                                                                   \
-        linear_tc_impl<F, NT>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                     \
+        linear_tc_impl<F, NT, S>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                  \
     }
 
-LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1)
-LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2)
-LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4)
-LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1)
-LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2)
-LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4)
+LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT)
+LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT)
+LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT)
+LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT)
+LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT)
+LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT)
+#if QTC_SPLIT_BIG > 0
+LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG)
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // The tiled form for many tokens (QTC_GEMM = 1 and M >= QTC_GEMM_MIN, host side): a block of 8
@@ -257,8 +275,9 @@ LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4)
 // through exactly the chain linear_tc_impl gives it: per unit a sum from 0 of the MMAs (k-half
 // 0 then 1, parts hi, mid, lo), folded into the slice's running sum (add, or fma with the Q8_0
 // scale); a slice's sum folded into the total at the slice's end (the first taken as is, empty
-// slices adding 0), then the bias. The slices are those of linear_tc (QTC_SPLIT, halved by the
-// canary), so a row is bit-identical whichever form computes it; only the schedule differs.
+// slices adding 0), then the bias. The slices are those of linear_tc (S = QTC_SPLIT, or
+// QTC_SPLIT_BIG for the `_big` entries, halved by the canary), so a row is bit-identical whichever
+// form computes it; only the schedule differs.
 #define TCG_MT 8       // row tiles of 16 per block
 #define TCG_NT 16      // token tiles of 8 per block
 #define TCG_XW 20      // u32 words per token of a staged unit of x: 16 bf16 pairs + 4 of padding
@@ -281,7 +300,7 @@ __device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) 
 // together share a row block's weights through L2); block 256; dynamic shared memory
 // TCG_STAGES * (8 * (1,024 BF16 | 544 Q8_0) + x) bytes, x = QTC_XSPLIT * 128 * TCG_XW * 4
 // (128 * TCG_XF * 4 with QTC_GEMM_XASYNC = 1).
-template <int F>
+template <int F, int S>
 __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                 int M, int K, int R, int split_canary) {
@@ -298,7 +317,7 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
     const int tiles = (R + 15) / 16;
     const int tile0 = blockIdx.y * TCG_MT;
     const int m0 = blockIdx.x * TCG_NT * 8;
-    const int slices = (split_canary && M > 1 && QTC_SPLIT > 1) ? QTC_SPLIT / 2 : QTC_SPLIT;
+    const int slices = (split_canary && M > 1 && S > 1) ? S / 2 : S;
     const int per = (nu + slices - 1) / slices;
 
     // Unit u's weights (and scales) into stage st; past the last unit or tile: zeros.
@@ -486,12 +505,16 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
             }
 }
 
-#define LINEAR_TCG(name, F)                                                                         \
+#define LINEAR_TCG(name, F, S)                                                                      \
     extern "C" __global__ void __launch_bounds__(256, 1)                                           \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
              int split_canary) {                                                                   \
-        linear_tcg_impl<F>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                        \
+        linear_tcg_impl<F, S>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                     \
     }
 
-LINEAR_TCG(linear_tcg_bf16, TC_BF16)
-LINEAR_TCG(linear_tcg_q8_0, TC_Q8_0)
+LINEAR_TCG(linear_tcg_bf16, TC_BF16, QTC_SPLIT)
+LINEAR_TCG(linear_tcg_q8_0, TC_Q8_0, QTC_SPLIT)
+#if QTC_SPLIT_BIG > 0
+LINEAR_TCG(linear_tcg_bf16_big, TC_BF16, QTC_SPLIT_BIG)
+LINEAR_TCG(linear_tcg_q8_0_big, TC_Q8_0, QTC_SPLIT_BIG)
+#endif

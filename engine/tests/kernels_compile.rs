@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 9] = [
+    let sets: [&[(&str, &str)]; 10] = [
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
         &[
@@ -192,6 +192,11 @@ fn linear_switches_compile() {
         &[("QTC_WT", "4"), ("QTC_UNROLL", "2")],
         &[("QTC_XSPLIT", "1"), ("QTC_TOKFAST", "1"), ("QTC_GEMM", "1")],
         &[("QTC_GEMM_XASYNC", "1")],
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_UNROLL", "1"),
+        ],
         &[("QLIN_INT", "1"), ("QIMMA_TILES", "2"), ("QIMMA_PF", "0")],
         &[("QLIN_INT", "1"), ("QIMMA_BPF", "1")],
     ];

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 40] = [
+pub const KERNEL_DEFINES: [&str; 42] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -53,6 +53,8 @@ pub const KERNEL_DEFINES: [&str; 40] = [
     "QTC_GEMM_MIN",
     "QTC_Q8_0",
     "QTC_GEMM_XASYNC",
+    "QTC_SPLIT_BIG",
+    "QTC_BIG_ROWS",
 ];
 
 /// The source of a value nobody set.
@@ -513,8 +515,8 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC, ATTN_KORDER and ATTN_KV16W are
-            // switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH may be 0; the
-            // rest are sizes.
+            // switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH and
+            // QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -535,7 +537,7 @@ impl ConfigArgs {
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
-                Ok(n) if k.starts_with("QLIN_M1_PREFETCH") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_SPLIT_BIG") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }

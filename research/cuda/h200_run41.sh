@@ -9,6 +9,10 @@
 # 4. The CUDA lane with x in one bf16 part (QTC_XSPLIT = 1): does Level B hold against the CPU
 #    reference? (decides whether BF16 may round x once, as HF's bf16 forward does).
 # 5. BF16 bs=32 with the new defaults against gpt-fast, same call (target 3).
+# 6. QTC_SPLIT_BIG = 4 (4 slices for matrices of 16,384 rows or more: the fused gate+up and the
+#    LM head; compile-tested only): self-check (it adds a 16,384-row case), then BF16 decode bs=1
+#    and 32. Prediction from run 39's kernel table (gate+up 64.6 -> 57.9 us at M = 1): bs=1
+#    190 -> 196-198 tok/s, bs=32 unchanged or better (98 against 110 us at M = 32).
 # Usage: h200_run41.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -40,4 +44,11 @@ done
 step "BF16 bs=32 vs gpt-fast, defaults"
 timeout 200 $B --backend cuda bench decode --model synth:llama-3.1-8b:bf16 --batch 32 --depth 128 --new-tokens 128 \
   --reps 5 --vs gpt-fast --out "$O/bench.jsonl" 2>&1 | tail -1 | tee -a "$L"
+step "QTC_SPLIT_BIG = 4: self-check, BF16 decode bs=1,32"
+printf '[kernel_defines]\nQTC_SPLIT_BIG = "4"\n' > /tmp/big4.toml
+timeout 90 $B --config /tmp/big4.toml probe --self-check > "$O/selfcheck-big4.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/selfcheck-big4.txt" | tail -4 | cut -c1-220 | tee -a "$L"
+grep -q "self-check: PASS" "$O/selfcheck-big4.txt" && timeout 100 $B --backend cuda --config /tmp/big4.toml \
+  bench decode --model synth:llama-3.1-8b:bf16 --batch 1,32 --depth 128 --new-tokens 128 --reps 5 \
+  --out "$O/bench.jsonl" 2>&1 | tail -2 | tee -a "$L"
 step done

@@ -86,6 +86,9 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_GEMM_MIN = \"128\"",
         "QTC_Q8_0 = \"0\"",
         "QTC_GEMM_XASYNC = \"1\"",
+        "QTC_SPLIT_BIG = \"0\"",
+        "QTC_SPLIT_BIG = \"4\"",
+        "QTC_BIG_ROWS = \"16384\"",
     ] {
         let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");

@@ -90,6 +90,19 @@ pub fn repack_tc(raw: &[u8], dtype: DType, rows: usize, cols: usize) -> Option<(
 }
 
 impl CudaDevice {
+    /// The K slices of a tensor-core matrix of `rows` rows and the entry-name suffix that has
+    /// them: QTC_SPLIT_BIG and "_big" when that is set and `rows` is at least QTC_BIG_ROWS
+    /// (default 16,384), else QTC_SPLIT (default 8) and "". Fixed by the matrix's shape, so every
+    /// M (and both forms) reduces a row in the same order.
+    fn tc_split(&self, rows: usize) -> (u32, &'static str) {
+        let big = self.define("QTC_SPLIT_BIG", 0);
+        if big > 0 && rows >= self.define("QTC_BIG_ROWS", 16384).max(1) as usize {
+            (big, "_big")
+        } else {
+            (self.define("QTC_SPLIT", 8).max(1), "")
+        }
+    }
+
     /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
     /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
     /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
@@ -114,12 +127,12 @@ impl CudaDevice {
             2 => 2,
             _ => 4,
         };
+        let (split, suffix) = self.tc_split(r);
         let func = match w.dtype {
-            DType::BF16 => format!("linear_tc_bf16_n{nt}"),
-            DType::Q8_0 => format!("linear_tc_q8_0_n{nt}"),
+            DType::BF16 => format!("linear_tc_bf16_n{nt}{suffix}"),
+            DType::Q8_0 => format!("linear_tc_q8_0_n{nt}{suffix}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let split = self.define("QTC_SPLIT", 8).max(1);
         let wt = self.define("QTC_WT", 2).max(1);
         let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
         let (row_groups, tok_groups) = (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt));
@@ -156,9 +169,10 @@ impl CudaDevice {
         const XW: u32 = 20;
         const XF: u32 = 40;
         const STAGES: u32 = 4;
+        let suffix = self.tc_split(w.rows).1;
         let (func, w_stage) = match w.dtype {
-            DType::BF16 => ("linear_tcg_bf16", ROW_TILES * 1024),
-            DType::Q8_0 => ("linear_tcg_q8_0", ROW_TILES * (512 + 32)),
+            DType::BF16 => (format!("linear_tcg_bf16{suffix}"), ROW_TILES * 1024),
+            DType::Q8_0 => (format!("linear_tcg_q8_0{suffix}"), ROW_TILES * (512 + 32)),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
@@ -174,7 +188,7 @@ impl CudaDevice {
             block_dim: (256, 1, 1),
             shared_mem_bytes: STAGES * (w_stage + x_stage),
         };
-        self.launch_linear("linear_tc.cu", func, cfg, x, w, ys, rows, m, split_canary)
+        self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
     }
 
     /// `y = x W^T (+ bias)` for M > 1 on the integer tensor-core kernels

@@ -328,6 +328,12 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         (DType::Q8_0, 12288, 8),
     ];
     cases.extend(ALL_DTYPES.iter().map(|&d| (d, 1024usize, 96usize)));
+    // QTC_SPLIT_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice count; one such
+    // matrix (and its fused form, three times as tall) per tensor-core format.
+    if dev.define("QTC", 0) == 1 && dev.define("QTC_SPLIT_BIG", 0) > 0 {
+        let big = dev.define("QTC_BIG_ROWS", 16384).max(1) as usize;
+        cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
+    }
     for (dtype, k, r) in cases {
         let wb = random_weights(rng, dtype, r, k);
         let x = rng.vec(mmax * k, -1.0, 1.0);
