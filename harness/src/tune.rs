@@ -30,17 +30,11 @@ use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
-use memra_engine::backend::cuda::CudaDevice;
-use memra_engine::backend::{Backend, LogitsWanted, SeqChunk};
-use memra_engine::engine::{Engine, GenerateRequest};
-use memra_engine::kv::BlockTable;
-use memra_engine::loader::LoadedModel;
-use memra_engine::sample::SamplingParams;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Instant;
+
+mod measure;
+use measure::{cuda_engine, decode_tok_s, forward_ms, stats, ttft_ms, Shared};
 
 /// Arguments of `memra tune`.
 #[derive(Debug, Args)]
@@ -149,114 +143,6 @@ fn resume_from(
     Ok(Some(p))
 }
 
-fn ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % vocab as u64) as u32
-        })
-        .collect()
-}
-
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
-}
-
-/// Decode tok/s at bs=1 after `depth` prompt tokens (`new` ≥ 2 tokens, the first from prefill;
-/// prefill untimed, see [`crate::bench::time_decode`]), `reps` times after one warm-up.
-fn decode_tok_s(
-    e: &mut Engine,
-    vocab: usize,
-    depth: usize,
-    new: usize,
-    reps: usize,
-) -> Result<Vec<f64>> {
-    let full = GenerateRequest {
-        prompt: ids(depth, vocab, 7),
-        params: SamplingParams::greedy(),
-        max_tokens: new.max(2),
-        stop_ids: vec![],
-        sequence: 0,
-    };
-    let mut out = Vec::new();
-    for i in 0..=reps {
-        let secs = crate::bench::time_decode(e, std::slice::from_ref(&full))?;
-        if i > 0 {
-            out.push((full.max_tokens - 1) as f64 / secs.max(1e-9));
-        }
-    }
-    Ok(out)
-}
-
-/// Milliseconds to the first token of a `len`-token prompt.
-fn ttft_ms(e: &mut Engine, vocab: usize, len: usize, reps: usize) -> Result<Vec<f64>> {
-    let req = GenerateRequest {
-        prompt: ids(len, vocab, 11),
-        params: SamplingParams::greedy(),
-        max_tokens: 1,
-        stop_ids: vec![],
-        sequence: 0,
-    };
-    let mut out = Vec::new();
-    for i in 0..=reps {
-        let t = Instant::now();
-        e.run_batch(std::slice::from_ref(&req), false)?;
-        if i > 0 {
-            out.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    Ok(out)
-}
-
-/// Median milliseconds of one forward holding `seqs` sequences of `rows` new tokens each, every
-/// sequence `depth` tokens deep (its KV written first).
-fn forward_ms(
-    e: &mut Engine,
-    vocab: usize,
-    seqs: usize,
-    rows: usize,
-    depth: usize,
-    reps: usize,
-) -> Result<f64> {
-    let mut tables = vec![BlockTable::default(); seqs];
-    for t in tables.iter_mut() {
-        // Prefill writes positions 0..depth (reserving as it goes); then room for the rows.
-        e.prefill(t, &ids(depth, vocab, 3), 512)?;
-        e.blocks.reserve(t, depth + rows)?;
-    }
-    let toks = ids(rows, vocab, 5);
-    let mut times = Vec::new();
-    for i in 0..=reps {
-        let batch: Vec<SeqChunk<'_>> = tables
-            .iter()
-            .map(|t| SeqChunk {
-                tokens: &toks,
-                start_pos: depth,
-                block_table: &t.blocks,
-                logits: if rows == 1 {
-                    LogitsWanted::Last
-                } else {
-                    LogitsWanted::All
-                },
-            })
-            .collect();
-        let t0 = Instant::now();
-        e.backend.forward(&batch)?;
-        if i > 0 {
-            times.push(t0.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    for t in tables.iter_mut() {
-        e.blocks.free_table(t);
-    }
-    Ok(stats(&times).0)
-}
-
 fn tuned(
     value: toml::Value,
     metric: String,
@@ -276,28 +162,6 @@ fn tuned(
         tried: candidates.iter().map(|c| c.0.clone()).collect(),
         tried_medians: candidates.iter().map(|c| c.1).collect(),
     }
-}
-
-/// An engine on a CUDA device opened with `defines`, or an error naming the candidate.
-fn cuda_engine(
-    cfg: &Config,
-    loaded: &LoadedModel,
-    defines: &BTreeMap<String, String>,
-    blocks: usize,
-) -> Result<Engine> {
-    let mut c = cfg.clone();
-    c.kernel_defines = defines.clone();
-    let dev = Arc::new(CudaDevice::open_with(
-        cfg.cuda_device,
-        crate::backends::kernel_options(&c, &[]),
-    )?);
-    let w = Arc::new(CudaWeights::upload(&dev, &loaded.model)?);
-    let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?
-        .with_graphs(cfg.cuda_graph_max_batch);
-    Ok(Engine::new(
-        Box::new(b) as Box<dyn Backend>,
-        cfg.prefill_chunk,
-    ))
 }
 
 /// Today's UTC date as YYYY-MM-DD (civil-from-days, H. Hinnant's "chrono-compatible low-level
@@ -405,6 +269,8 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             .iter()
             .map(|(k, t)| (k.clone(), define_text(&t.value))),
     );
+    // The weights every kernel candidate reads (uploaded on the first).
+    let mut shared: Option<Shared> = None;
     let save = |e: &BTreeMap<String, Tuned>, k: &BTreeMap<String, Tuned>| {
         save_partial(&partial, &dev, &provenance, e, k)
     };
@@ -422,7 +288,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let mut d = defines.clone();
             d.insert("QLIN_INT".into(), v.to_string());
             let blocks = (512 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
-            let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
+            let mut e = cuda_engine(cfg, &loaded, &mut shared, &d, blocks)?;
             let ttft = ttft_ms(&mut e, vocab, 512, reps)?;
             let tok_s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
             eprintln!(
@@ -499,7 +365,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 d.insert(name.into(), v.to_string());
                 let positions = depth.unwrap_or(512) + args.new_tokens;
                 let blocks = positions.div_ceil(cfg.kv_block_size) + 4;
-                let mut e = cuda_engine(cfg, &loaded, &d, blocks)?;
+                let mut e = cuda_engine(cfg, &loaded, &mut shared, &d, blocks)?;
                 let s = match depth {
                     Some(depth) => decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps)?,
                     None => ttft_ms(&mut e, vocab, 512, reps)?,
@@ -581,7 +447,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let mut c = cfg.clone();
             c.cuda_graph_max_batch = g;
             let blocks = (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
-            let mut e = cuda_engine(&c, &loaded, &defines, blocks)?;
+            let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
             let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
             eprintln!("  cuda_graph_max_batch={g}: {:.1} tok/s", stats(&s).0);
             results.push((g, s));
@@ -612,6 +478,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         );
         save(&engine_vals, &kernel_vals)?;
     }
+    drop(shared);
     let mut run_cfg = cfg.clone();
     run_cfg.kernel_defines.extend(defines.clone());
     if let Some(g) = engine_vals

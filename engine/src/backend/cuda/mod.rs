@@ -209,6 +209,26 @@ impl CudaDevice {
         })
     }
 
+    /// The same context (so every buffer uploaded through `self` stays valid here) with other
+    /// kernel options and a stream of its own. No module is shared: each kernel compiles (or
+    /// loads from the disk cache) with `opts` on first use. Weights uploaded through `self` must
+    /// be complete ([`CudaDevice::synchronize`] on `self`) before this stream reads them, and their
+    /// layout follows `self`'s defines: only reuse them when the defines that choose a layout
+    /// (`QTC`, `QTC_Q8_0`: [`linear_tc::tc_enabled`]) are the same. `memra tune` times kernel
+    /// candidates this way on one copy of the weights. Errors: the driver refusing a stream.
+    pub fn with_options(&self, opts: KernelOptions) -> Result<CudaDevice> {
+        Ok(CudaDevice {
+            ctx: self.ctx.clone(),
+            stream: self.ctx.new_stream().map_err(drv)?,
+            info: self.info.clone(),
+            opts,
+            modules: Arc::new(Mutex::new(HashMap::new())),
+            functions: Arc::new(Mutex::new(HashMap::new())),
+            smem_granted: Arc::new(Mutex::new(HashMap::new())),
+            digits: Mutex::new(None),
+        })
+    }
+
     /// The facts read at open.
     pub fn info(&self) -> &DeviceInfo {
         &self.info

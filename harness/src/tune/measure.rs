@@ -1,0 +1,174 @@
+//! The measurements of `memra tune`: bs=1 decode tok/s, time to first token, the cost of one
+//! forward, and engines for kernel candidates that share one upload of the weights.
+
+use crate::config::Config;
+use anyhow::Result;
+use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
+use memra_engine::backend::cuda::CudaDevice;
+use memra_engine::backend::{Backend, LogitsWanted, SeqChunk};
+use memra_engine::engine::{Engine, GenerateRequest};
+use memra_engine::kv::BlockTable;
+use memra_engine::loader::LoadedModel;
+use memra_engine::sample::SamplingParams;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(super) fn ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+pub(super) fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+/// Decode tok/s at bs=1 after `depth` prompt tokens (`new` ≥ 2 tokens, the first from prefill;
+/// prefill untimed, see [`crate::bench::time_decode`]), `reps` times after one warm-up.
+pub(super) fn decode_tok_s(
+    e: &mut Engine,
+    vocab: usize,
+    depth: usize,
+    new: usize,
+    reps: usize,
+) -> Result<Vec<f64>> {
+    let full = GenerateRequest {
+        prompt: ids(depth, vocab, 7),
+        params: SamplingParams::greedy(),
+        max_tokens: new.max(2),
+        stop_ids: vec![],
+        sequence: 0,
+    };
+    let mut out = Vec::new();
+    for i in 0..=reps {
+        let secs = crate::bench::time_decode(e, std::slice::from_ref(&full))?;
+        if i > 0 {
+            out.push((full.max_tokens - 1) as f64 / secs.max(1e-9));
+        }
+    }
+    Ok(out)
+}
+
+/// Milliseconds to the first token of a `len`-token prompt.
+pub(super) fn ttft_ms(e: &mut Engine, vocab: usize, len: usize, reps: usize) -> Result<Vec<f64>> {
+    let req = GenerateRequest {
+        prompt: ids(len, vocab, 11),
+        params: SamplingParams::greedy(),
+        max_tokens: 1,
+        stop_ids: vec![],
+        sequence: 0,
+    };
+    let mut out = Vec::new();
+    for i in 0..=reps {
+        let t = Instant::now();
+        e.run_batch(std::slice::from_ref(&req), false)?;
+        if i > 0 {
+            out.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(out)
+}
+
+/// Median milliseconds of one forward holding `seqs` sequences of `rows` new tokens each, every
+/// sequence `depth` tokens deep (its KV written first).
+pub(super) fn forward_ms(
+    e: &mut Engine,
+    vocab: usize,
+    seqs: usize,
+    rows: usize,
+    depth: usize,
+    reps: usize,
+) -> Result<f64> {
+    let mut tables = vec![BlockTable::default(); seqs];
+    for t in tables.iter_mut() {
+        // Prefill writes positions 0..depth (reserving as it goes); then room for the rows.
+        e.prefill(t, &ids(depth, vocab, 3), 512)?;
+        e.blocks.reserve(t, depth + rows)?;
+    }
+    let toks = ids(rows, vocab, 5);
+    let mut times = Vec::new();
+    for i in 0..=reps {
+        let batch: Vec<SeqChunk<'_>> = tables
+            .iter()
+            .map(|t| SeqChunk {
+                tokens: &toks,
+                start_pos: depth,
+                block_table: &t.blocks,
+                logits: if rows == 1 {
+                    LogitsWanted::Last
+                } else {
+                    LogitsWanted::All
+                },
+            })
+            .collect();
+        let t0 = Instant::now();
+        e.backend.forward(&batch)?;
+        if i > 0 {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for t in tables.iter_mut() {
+        e.blocks.free_table(t);
+    }
+    Ok(stats(&times).0)
+}
+
+/// One copy of the weights on the device, uploaded under `defines`, that the engines of the
+/// kernel candidates read (run 38: opening a device and repacking and uploading the 8B for each
+/// candidate took about 20 of the 28 s each cost).
+pub(super) struct Shared {
+    dev: Arc<CudaDevice>,
+    w: Arc<CudaWeights>,
+    defines: BTreeMap<String, String>,
+}
+
+/// The defines that choose the weights' layout on the device
+/// ([`memra_engine::backend::cuda::linear_tc::tc_enabled`]).
+fn layout_defines(d: &BTreeMap<String, String>) -> [Option<&String>; 2] {
+    ["QTC", "QTC_Q8_0"].map(|k| d.get(k))
+}
+
+/// An engine with kernels compiled under `defines`, on the weights in `shared` (uploaded first,
+/// or again when `defines` would lay them out differently), or an error naming the candidate.
+pub(super) fn cuda_engine(
+    cfg: &Config,
+    loaded: &LoadedModel,
+    shared: &mut Option<Shared>,
+    defines: &BTreeMap<String, String>,
+    blocks: usize,
+) -> Result<Engine> {
+    let mut c = cfg.clone();
+    c.kernel_defines = defines.clone();
+    let opts = crate::backends::kernel_options(&c, &[]);
+    let s = match shared.take() {
+        Some(s) if layout_defines(&s.defines) == layout_defines(defines) => s,
+        _ => {
+            let dev = Arc::new(CudaDevice::open_with(cfg.cuda_device, opts.clone())?);
+            let w = Arc::new(CudaWeights::upload(&dev, &loaded.model)?);
+            dev.synchronize()?;
+            Shared {
+                dev,
+                w,
+                defines: defines.clone(),
+            }
+        }
+    };
+    let dev = Arc::new(s.dev.with_options(opts)?);
+    let w = s.w.clone();
+    *shared = Some(s);
+    let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?
+        .with_graphs(c.cuda_graph_max_batch);
+    Ok(Engine::new(
+        Box::new(b) as Box<dyn Backend>,
+        cfg.prefill_chunk,
+    ))
+}
