@@ -48,6 +48,7 @@ __device__ __forceinline__ float4 kv_load4(const kv_t* p) { return *reinterpret_
 // n_kv_heads * head_dim). Grid: (tokens, ceil(width / blockDim)).
 extern "C" __global__ void kv_append_f32(const float* k, const float* v, kv_t* kc, kv_t* vc, const u32* slots,
                                          int width) {
+    pdl_entry();
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= width) return;
     const size_t dst = (size_t)slots[blockIdx.x] * width + i;
@@ -63,6 +64,7 @@ extern "C" __global__ void kv_append_f32(const float* k, const float* v, kv_t* k
 extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v, kv_t* kc, kv_t* vc,
                                               const u32* pos, const u32* slots, const float* inv_freq, int nh,
                                               int nkv, int hd, int interleaved) {
+    pdl_entry();
     const int i = threadIdx.x, half = hd / 2;
     if (i >= half) return;
     const size_t t = blockIdx.x;
@@ -86,6 +88,7 @@ extern "C" __global__ void rope_qk_append_f32(float* q, float* k, const float* v
 // Copies `n` values of block `src` to block `dst` of a cache laid out in blocks of `n` values.
 // Grid: (ceil(n / blockDim)).
 extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
+    pdl_entry();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[(size_t)dst * n + i] = c[(size_t)src * n + i];
 }
@@ -389,6 +392,7 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
+    pdl_entry();
     __shared__ AttnShared sh;
     const int row = blockIdx.x, tid = threadIdx.x;
     int h0, nact, kvh;
@@ -419,6 +423,7 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {
+    pdl_entry();
     __shared__ AttnShared sh;
     const int row = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     const int pos = (int)row_pos[row];
@@ -442,6 +447,7 @@ attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, cons
 // Merges attn_split_f32's partials in increasing z. Grid: (rows, nh); block: (hd rounded up to 32).
 extern "C" __global__ void attn_combine_f32(const float* part, float* out, const u32* row_pos, int nh, int hd,
                                             int window, int nz) {
+    pdl_entry();
     const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
     if (tid >= hd) return;
     const int pos = (int)row_pos[row];

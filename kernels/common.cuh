@@ -14,6 +14,19 @@ typedef signed char i8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 
+// Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+). With PDL = 1 the engine
+// launches every kernel with programmatic stream serialization (engine/src/backend/cuda/launch.rs),
+// so its blocks may be scheduled while the kernel before it is still running. Every entry point
+// calls this first: wait until the grid before has completed and its writes are visible, then
+// let the next grid begin launching. No memory is touched before the wait, so the results are
+// the same bits with PDL on or off. Without a programmatic dependency both return at once.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // -inf without <math.h> (NVRTC has no INFINITY macro).
 #define NEG_INF __int_as_float(0xff800000)
 

@@ -21,7 +21,7 @@ __device__ __forceinline__ void embed_impl(const u8* table, const u32* ids, floa
 
 #define EMBED(name, F)                                                                                \
     extern "C" __global__ void name(const u8* table, const u32* ids, float* out, int n, long long row_bytes, \
-                                    float scale, int apply_scale) {                                   \
+                                    float scale, int apply_scale) { pdl_entry();                      \
         embed_impl<F>(table, ids, out, n, row_bytes, scale, apply_scale);                             \
     }
 
@@ -39,6 +39,7 @@ EMBED(embed_q6_k, FMT_Q6_K)
 // out[i, :] = x[rows[i], :]. x: [*, n] f32; rows: [count]; out: [count, n].
 // Grid: (count, ceil(n / blockDim)).
 extern "C" __global__ void gather_rows_f32(const float* x, const u32* rows, float* out, int n) {
+    pdl_entry();
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= n) return;
     out[(size_t)blockIdx.x * n + i] = x[(size_t)rows[blockIdx.x] * n + i];

@@ -176,24 +176,24 @@ __device__ __forceinline__ void linear_half_impl(const float* x, const u8* w, co
 #define LINEAR_HALF(name, F)                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS, long long row_bytes,  \
-             int split_canary) {                                                                   \
+             int split_canary) { pdl_entry();                                                      \
         linear_half_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, LIN_OUTS, M, K, R, split_canary);    \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name##_m1(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS,                  \
-                  long long row_bytes, int split_canary) {                                         \
+                  long long row_bytes, int split_canary) { pdl_entry();                            \
         linear_half_impl<1, LIN_ROWS_M1, F>(x, w, bias, LIN_OUTS, M, K, R, split_canary);          \
     }
 
 #define LINEAR(name, F)                                                                             \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS, long long row_bytes,  \
-             int split_canary) {                                                                   \
+             int split_canary) { pdl_entry();                                                      \
         linear_impl<LIN_TOKENS, LIN_ROWS, F>(x, w, bias, LIN_OUTS, M, K, R, row_bytes, split_canary); \
     }                                                                                               \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name##_m1(const float* x, const u8* w, const float* bias, LIN_OUT_PARAMS,                  \
-                  long long row_bytes, int split_canary) {                                         \
+                  long long row_bytes, int split_canary) { pdl_entry();                            \
         linear_impl<1, LIN_ROWS_M1, F>(x, w, bias, LIN_OUTS, M, K, R, row_bytes, split_canary);    \
     }
 
@@ -669,7 +669,7 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
 #define LINEAR_R_M1(fname, T, F, WARPS, PREFETCH)                                                   \
     extern "C" __global__ void __launch_bounds__(32 * (WARPS))                                      \
         fname(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,          \
-              int split_canary) {                                                                  \
+              int split_canary) { pdl_entry();                                                     \
         linear_qr_m1_impl<LIN_ROWS_M1, F, (WARPS), (PREFETCH)>(x, q, reinterpret_cast<const u8*>(h), \
                                                                bias, LIN_OUTS, K, R);              \
     }
@@ -677,14 +677,14 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
 #define LINEAR_R(name, T, F)                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * LIN_WARPS)                                    \
         name(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,           \
-             int split_canary) {                                                                   \
+             int split_canary) { pdl_entry();                                                      \
         name##_impl<QLIN_TOKENS, LIN_ROWS>(x, q, h, bias, LIN_OUTS, M, K, R, split_canary);        \
     }                                                                                               \
     LINEAR_R_M1(name##_m1, T, F, QLIN_M1_WARPS, QLIN_M1_PREFETCH)                                  \
     LINEAR_R_M1(name##_m1w, T, F, QLIN_M1_WARPS_BIGK, QLIN_M1_PREFETCH_BIGK)                       \
     extern "C" __global__ void __launch_bounds__(32 * QLIN_M1_WARPS)                                \
         name##_mt(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,      \
-                  int split_canary) {                                                              \
+                  int split_canary) { pdl_entry();                                                 \
         linear_qr_mt_impl<QLIN_MT_TOKENS, QLIN_MT_ROWS, F>(x, q, reinterpret_cast<const u8*>(h),   \
                                                            bias, LIN_OUTS, M, K, R);               \
     }

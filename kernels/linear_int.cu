@@ -49,6 +49,7 @@
 // same bits. Grid: (nc, tokens of the slab); block: 256 (one float4 slot of the chunk each).
 extern "C" __global__ void __launch_bounds__(256) stage_x_int(const float* __restrict__ x, float4* __restrict__ xd,
                                                              int m_base, int K) {
+    pdl_entry();
     const int c = blockIdx.x, tk = blockIdx.y, s = threadIdx.x, nc = gridDim.x;
     const int e = 1024 * c + 4 * s;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -255,7 +256,7 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
 #define LINEAR_IMMA(name, T, F, NT, WT)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * QIMMA_WARPS)                                   \
         name(const float4* xd, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS, int m_base, \
-             int mc) {                                                                               \
+             int mc) { pdl_entry();                                                                  \
         linear_imma_impl<NT, F, WT>(xd, q, reinterpret_cast<const u8*>(h), bias, LIN_OUTS, m_base, mc, K, R); \
     }
 

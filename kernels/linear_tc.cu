@@ -248,7 +248,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 #define LINEAR_TC(name, F, NT, S)                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
-             int split_canary) {                                                                   \
+             int split_canary) { pdl_entry();                                                      \
         linear_tc_impl<F, NT, S>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                  \
     }
 
@@ -508,7 +508,7 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
 #define LINEAR_TCG(name, F, S)                                                                      \
     extern "C" __global__ void __launch_bounds__(256, 1)                                           \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
-             int split_canary) {                                                                   \
+             int split_canary) { pdl_entry();                                                      \
         linear_tcg_impl<F, S>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                     \
     }
 

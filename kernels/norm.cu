@@ -20,6 +20,7 @@
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 rms_norm_residual_f32(const float* __restrict__ x, float* __restrict__ residual, const float* __restrict__ w,
                       float* __restrict__ out, int n, float eps) {
+    pdl_entry();
     __shared__ float scratch[NORM_THREADS / 32];
     const size_t row = blockIdx.x;
     const float* __restrict__ xr = x + row * n;
@@ -95,6 +96,7 @@ rms_norm_residual_f32(const float* __restrict__ x, float* __restrict__ residual,
 
 // Residual add in place: x[i] += d[i]. x, d: [len] f32. Grid: (ceil(len / blockDim)).
 extern "C" __global__ void add_f32(float* x, const float* d, int len) {
+    pdl_entry();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < len) x[i] = x[i] + d[i];
 }

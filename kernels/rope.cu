@@ -7,6 +7,7 @@
 // [head_dim / 2]. interleaved = 0: NEOX pairs (i, i + head_dim/2); 1: adjacent pairs (2i, 2i+1),
 // llama.cpp's layout for permuted GGUF Q/K. Grid: (tokens, heads); block: (head_dim / 2).
 extern "C" __global__ void rope_f32(float* x, const u32* pos, const float* inv_freq, int heads, int head_dim, int interleaved) {
+    pdl_entry();
     const int i = threadIdx.x;
     const int half = head_dim / 2;
     if (i >= half) return;

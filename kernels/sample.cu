@@ -231,6 +231,7 @@ __device__ u64 select_key(const u64* src, u32 n, u64 lo, float min_p, u64 target
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_picks(const float* logits, const u32* picks, const u32* edits, float* proc, u64* lists, u32* out,
                  int vocab) {
+    pdl_entry();
     __shared__ SampleShared sh;
     const u32* pk = picks + (size_t)blockIdx.x * PICK_WORDS;
     const float* row = logits + (size_t)pk[0] * vocab;

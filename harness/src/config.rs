@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 42] = [
+pub const KERNEL_DEFINES: [&str; 43] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -55,6 +55,9 @@ pub const KERNEL_DEFINES: [&str; 42] = [
     "QTC_GEMM_XASYNC",
     "QTC_SPLIT_BIG",
     "QTC_BIG_ROWS",
+    // Read by the engine, not the kernels: launches carry programmatic dependent launch
+    // (engine/src/backend/cuda/launch.rs).
+    "PDL",
 ];
 
 /// The source of a value nobody set.

@@ -2,10 +2,10 @@
 //! RoPE), copying blocks for copy-on-write, and attention over the cache for every query row.
 
 use super::ops::{check, i32_of};
-use super::{drv, CudaDevice};
+use super::CudaDevice;
 use crate::error::Result;
 use crate::models::RopeStyle;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 /// Where one step's query rows read and write the paged KV cache (all `[rows]` u32 on the
 /// device except `tables`): `pos` = each row's position, `slots` = the cache slot its K/V go to,
@@ -66,10 +66,10 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let w = i32_of(width, "width")?;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(k).arg(v).arg(kc).arg(vc).arg(slots).arg(&w);
         // SAFETY: signature matches; slots index the cache (the block manager hands them out).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -118,7 +118,7 @@ impl CudaDevice {
             i32_of(hd, "head_dim")?,
         );
         let interleaved = i32::from(style == RopeStyle::Interleaved);
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(q)
             .arg(k)
             .arg(v)
@@ -133,7 +133,7 @@ impl CudaDevice {
             .arg(&interleaved);
         // SAFETY: signature matches; shapes checked above; slots index the cache (the block
         // manager hands them out).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -148,10 +148,10 @@ impl CudaDevice {
         let f = self.function("attention.cu", "kv_copy_block_f32")?;
         let cfg = LaunchConfig::for_num_elems(per_block as u32);
         let (s, d, n) = (src as i32, dst as i32, i32_of(per_block, "per_block")?);
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(cache).arg(&s).arg(&d).arg(&n);
         // SAFETY: signature matches; src and dst are blocks of this cache.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -239,7 +239,7 @@ impl CudaDevice {
         let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
         let bs = i32_of(block_size, "block_size")?;
         let win = i32_of(window.unwrap_or(0), "window")?;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(q)
             .arg(kc)
             .arg(vc)
@@ -255,7 +255,7 @@ impl CudaDevice {
             .arg(&scale);
         // SAFETY: signature matches; shapes checked above; block tables cover every position
         // (the backend checks before launching).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -293,7 +293,7 @@ impl CudaDevice {
             block_dim: (split, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(q)
             .arg(kc)
             .arg(vc)
@@ -310,14 +310,14 @@ impl CudaDevice {
             .arg(&nzi);
         // SAFETY: signature matches; part holds rows × nh × nz × (hd + 2) floats; block tables
         // cover every position (the backend checks before launching).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         let f = self.function("attention.cu", "attn_combine_f32")?;
         let cfg = LaunchConfig {
             grid_dim: (rows as u32, nh as u32, 1),
             block_dim: ((hd as u32).div_ceil(32) * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(&*part)
             .arg(out)
             .arg(&idx.pos)
@@ -326,7 +326,7 @@ impl CudaDevice {
             .arg(&win)
             .arg(&nzi);
         // SAFETY: signature matches; part was written above for every split a row has.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 }

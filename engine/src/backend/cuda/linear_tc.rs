@@ -8,7 +8,7 @@ use super::ops::{check, i32_of, push_bias_outs, DevMatrix, WeightLayout};
 use super::{drv, CudaDevice};
 use crate::error::{Error, Result};
 use crate::quant::DType;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 /// Shared memory of one token's staged 1,024-element chunk of x as integer digits (QLIN_INT = 1):
 /// `XI_CHUNK_F4` float4 of kernels/common.cuh, 3,584 bytes.
@@ -282,7 +282,7 @@ impl CudaDevice {
             if smem > 48 << 10 {
                 self.grant_smem(&func, &f, smem)?;
             }
-            let mut b = self.stream().launch_builder(&stage);
+            let mut b = self.launcher(&stage);
             b.arg(x).arg(xd).arg(&bi).arg(&ki);
             let cfg = LaunchConfig {
                 grid_dim: (nc as u32, mc as u32, 1),
@@ -291,8 +291,8 @@ impl CudaDevice {
             };
             // SAFETY: stage_x_int(x, xd, m_base, K): x holds m·k f32 (checked by linear_split),
             // xd holds mc · per_token ≤ IMMA_SCRATCH_BYTES bytes.
-            unsafe { b.launch(cfg) }.map_err(drv)?;
-            let mut b = self.stream().launch_builder(&f);
+            unsafe { b.launch(cfg) }?;
+            let mut b = self.launcher(&f);
             b.arg(xd).arg(&w.data).arg(aux);
             push_bias_outs(&mut b, &w.bias, ys, &null);
             b.arg(&r0)
@@ -309,7 +309,7 @@ impl CudaDevice {
             };
             // SAFETY: the argument list is LINEAR_IMMA's (xd, q, h, bias, LIN_OUT_PARAMS, m_base,
             // mc); shapes checked by linear_split and at DevMatrix construction.
-            unsafe { b.launch(cfg) }.map_err(drv)?;
+            unsafe { b.launch(cfg) }?;
             m_base += mc;
         }
         Ok(())

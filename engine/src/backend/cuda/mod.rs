@@ -8,6 +8,7 @@ pub mod backend;
 pub mod compile;
 mod graph;
 pub mod kbench;
+pub mod launch;
 pub mod linear_tc;
 pub mod ops;
 pub mod sample;
@@ -124,6 +125,9 @@ pub struct CudaDevice {
     /// ([`linear_tc::IMMA_SCRATCH_BYTES`], made on first use, never resized, so a CUDA graph
     /// captured over it stays valid). One per stream: streams run concurrently.
     digits: Mutex<Option<CudaSlice<u8>>>,
+    /// Whether launches carry programmatic stream serialization ([`launch`]): `PDL = 1` in the
+    /// defines and compute capability 9.0 or more.
+    pdl: bool,
 }
 
 impl CudaDevice {
@@ -188,7 +192,25 @@ impl CudaDevice {
             functions: Arc::new(Mutex::new(HashMap::new())),
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
-        })
+            pdl: false,
+        }
+        .with_pdl())
+    }
+
+    /// Sets `pdl` from the defines and the compute capability.
+    fn with_pdl(mut self) -> Self {
+        self.pdl = self.define("PDL", 0) == 1 && self.info.compute_capability.0 >= 9;
+        self
+    }
+
+    /// Whether kernels launch with programmatic stream serialization ([`launch`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
+    }
+
+    /// A launch of `f` on this device's stream ([`launch::Launch`]).
+    pub fn launcher<'a>(&'a self, f: &'a CudaFunction) -> launch::Launch<'a> {
+        launch::Launch::new(self, f)
     }
 
     /// The same device (context, compiled kernels) with a stream of its own. Each backend runs
@@ -206,6 +228,7 @@ impl CudaDevice {
             functions: self.functions.clone(),
             smem_granted: self.smem_granted.clone(),
             digits: Mutex::new(None),
+            pdl: self.pdl,
         })
     }
 
@@ -226,7 +249,9 @@ impl CudaDevice {
             functions: Arc::new(Mutex::new(HashMap::new())),
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
-        })
+            pdl: false,
+        }
+        .with_pdl())
     }
 
     /// The facts read at open.

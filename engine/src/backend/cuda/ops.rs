@@ -1,11 +1,11 @@
 //! Launch wrappers for the kernels of `kernels/*.cu`: shapes are checked here, grids derived from
 //! the tuned constants, and every launch goes on the device's stream. Activations are f32.
 
-use super::{drv, CudaDevice};
+use super::CudaDevice;
 use crate::error::{Error, Result};
 use crate::models::{Activation, RopeStyle};
 use crate::quant::DType;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 /// How a [`DevMatrix`]'s bytes are laid out, which picks the kernels that read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +170,7 @@ fn fmt_suffix(d: DType) -> String {
 /// three outputs `y, y1, y2` of `LIN_OUT_PARAMS` (kernels/common.cuh), the unused ones null.
 /// `ys` holds 1 to 3 outputs (checked by [`CudaDevice::linear_split`]).
 pub(super) fn push_bias_outs<'a>(
-    b: &mut cudarc::driver::LaunchArgs<'a>,
+    b: &mut super::launch::Launch<'a>,
     bias: &'a Option<CudaSlice<f32>>,
     ys: &'a mut [&mut CudaSlice<f32>],
     null: &'a u64,
@@ -232,7 +232,7 @@ impl CudaDevice {
         };
         let n = i32_of(n, "n")?;
         let null = 0u64;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x);
         match residual {
             Some(r) => {
@@ -243,7 +243,7 @@ impl CudaDevice {
         };
         b.arg(w).arg(out).arg(&n).arg(&eps);
         // SAFETY: argument types and counts match the kernel signature; shapes checked above.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -273,7 +273,7 @@ impl CudaDevice {
         let ni = i32_of(n, "n")?;
         let row_bytes = table.row_bytes() as i64;
         let (sc, apply) = (scale.unwrap_or(1.0), i32::from(scale.is_some()));
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(&table.data)
             .arg(ids)
             .arg(out)
@@ -282,7 +282,7 @@ impl CudaDevice {
             .arg(&sc)
             .arg(&apply);
         // SAFETY: signature matches; ids must be < vocab (the caller's tokenizer guarantees it).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -303,10 +303,10 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let ni = i32_of(n, "n")?;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x).arg(rows).arg(out).arg(&ni);
         // SAFETY: signature matches; rows index rows of x (the caller builds them).
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -316,10 +316,10 @@ impl CudaDevice {
         let f = self.function("norm.cu", "add_f32")?;
         let n = i32_of(x.len(), "len")?;
         let cfg = LaunchConfig::for_num_elems(x.len() as u32);
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x).arg(d).arg(&n);
         // SAFETY: signature matches; shapes checked above.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -328,10 +328,10 @@ impl CudaDevice {
         let f = self.function("act.cu", "softcap_f32")?;
         let n = i32_of(x.len(), "len")?;
         let cfg = LaunchConfig::for_num_elems(x.len() as u32);
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x).arg(&n).arg(&cap);
         // SAFETY: signature matches.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -359,7 +359,7 @@ impl CudaDevice {
         };
         let (heads, hd) = (i32_of(heads, "heads")?, i32_of(head_dim, "head_dim")?);
         let interleaved = i32::from(style == RopeStyle::Interleaved);
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x)
             .arg(pos)
             .arg(inv_freq)
@@ -367,7 +367,7 @@ impl CudaDevice {
             .arg(&hd)
             .arg(&interleaved);
         // SAFETY: signature matches; shapes checked above.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -541,7 +541,7 @@ impl CudaDevice {
         let row_bytes = w.row_bytes() as i64;
         let canary = i32::from(split_canary);
         let null = 0u64;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(x).arg(&w.data);
         match (&w.aux, raw) {
             (_, true) => {}
@@ -561,7 +561,7 @@ impl CudaDevice {
         // SAFETY: the argument list matches the entry's: LINEAR / LINEAR_HALF (raw layout, with
         // `row_bytes`), LINEAR_R, LINEAR_TC and LINEAR_IMMA (headers or null); shapes checked by
         // linear_split and at DevMatrix construction.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 
@@ -605,10 +605,10 @@ impl CudaDevice {
         let f = self.function("act.cu", func)?;
         let cfg = LaunchConfig::for_num_elems(len as u32);
         let n = i32_of(len, "len")?;
-        let mut b = self.stream().launch_builder(&f);
+        let mut b = self.launcher(&f);
         b.arg(gate).arg(up).arg(out).arg(&n);
         // SAFETY: signature matches; shapes checked above.
-        unsafe { b.launch(cfg) }.map_err(drv)?;
+        unsafe { b.launch(cfg) }?;
         Ok(())
     }
 }

@@ -3,10 +3,10 @@
 //! block per pick chooses the token exactly as [`crate::sample::pick`] does, and only tokens,
 //! logprobs and the rows a pick asks for come back.
 
-use super::{drv, CudaDevice};
+use super::CudaDevice;
 use crate::backend::{Pick, Picked, MAX_TOP_LOGPROBS};
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 /// Picks one launch handles (its scratch is sized for them); more run as further launches.
 pub const PICKS_PER_LAUNCH: usize = 32;
@@ -122,7 +122,7 @@ impl CudaDevice {
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut b = self.stream().launch_builder(&f);
+            let mut b = self.launcher(&f);
             b.arg(logits)
                 .arg(&w)
                 .arg(&edits)
@@ -132,7 +132,7 @@ impl CudaDevice {
                 .arg(&v);
             // SAFETY: signature matches; rows were checked against `logits`, edit offsets and
             // lengths come from `pack`, and the scratch holds PICKS_PER_LAUNCH slots of `vocab`.
-            unsafe { b.launch(cfg) }.map_err(drv)?;
+            unsafe { b.launch(cfg) }?;
         }
         let host = self.download(&out)?;
         let rows = if picks.iter().any(|p| p.want_logits) {

@@ -1,0 +1,137 @@
+//! Kernel launches through `cuLaunchKernelEx`, so a launch can carry programmatic stream
+//! serialization (programmatic dependent launch, PDL: CUDA C++ Programming Guide, "Programmatic
+//! Dependent Launch and Synchronization"; sm_90 and later).
+//!
+//! With `PDL = 1` in the kernel defines on a device of compute capability 9.0 or more, every
+//! kernel is launched with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`: its blocks may
+//! be scheduled while the kernel before it on the stream is still running. Every kernel entry
+//! point begins with `pdl_entry()` (kernels/common.cuh), which waits (`griddepcontrol.wait`) until
+//! the grid before has completed and its writes are visible, touching no memory before that, so
+//! the results are the same bits with PDL on or off; what it saves is the launch latency between
+//! kernels. Inside a CUDA graph capture the attribute becomes a programmatic edge.
+
+use super::{drv, CudaDevice};
+use crate::error::Result;
+use cudarc::driver::sys;
+use cudarc::driver::LaunchConfig;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+
+/// A kernel argument: its bits as the kernel reads them (a device pointer, or a scalar of at most
+/// 8 bytes in the low bytes, little-endian).
+pub trait KernelArg {
+    /// The argument's bits; `stream` is the launch's (device pointers are read through it).
+    fn bits(&self, stream: &CudaStream) -> u64;
+}
+
+impl<T> KernelArg for CudaSlice<T> {
+    fn bits(&self, stream: &CudaStream) -> u64 {
+        self.device_ptr(stream).0
+    }
+}
+
+impl<T> KernelArg for CudaView<'_, T> {
+    fn bits(&self, stream: &CudaStream) -> u64 {
+        self.device_ptr(stream).0
+    }
+}
+
+impl<T> KernelArg for CudaViewMut<'_, T> {
+    fn bits(&self, stream: &CudaStream) -> u64 {
+        // The device's streams track no events (CudaDevice::open_with), so the read and write
+        // intents give the same pointer.
+        self.device_ptr(stream).0
+    }
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty => $e:expr),* $(,)?) => {$(
+        impl KernelArg for $t {
+            fn bits(&self, _: &CudaStream) -> u64 {
+                let f: fn($t) -> u64 = $e;
+                f(*self)
+            }
+        }
+    )*};
+}
+
+scalar_arg! {
+    i32 => |v| u64::from(v as u32),
+    u32 => u64::from,
+    i64 => |v| v as u64,
+    u64 => |v| v,
+    f32 => |v| u64::from(v.to_bits()),
+}
+
+/// A launch being assembled: [`Launch::arg`] in the kernel's parameter order, then
+/// [`Launch::launch`].
+pub struct Launch<'a> {
+    dev: &'a CudaDevice,
+    f: &'a CudaFunction,
+    vals: Vec<u64>,
+}
+
+impl<'a> Launch<'a> {
+    pub(super) fn new(dev: &'a CudaDevice, f: &'a CudaFunction) -> Self {
+        Launch {
+            dev,
+            f,
+            vals: Vec::with_capacity(16),
+        }
+    }
+
+    /// Appends the next argument.
+    pub fn arg<A: KernelArg + ?Sized>(&mut self, a: &A) -> &mut Self {
+        self.vals.push(a.bits(self.dev.stream()));
+        self
+    }
+
+    /// Queues the kernel on the device's stream (with programmatic stream serialization when the
+    /// device enables PDL). Errors: the driver's, e.g. an invalid configuration.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameters in number, order and type, and the
+    /// kernel must stay within the buffers passed.
+    pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<()> {
+        self.dev.context().bind_to_thread().map_err(drv)?;
+        let mut ptrs: Vec<*mut std::ffi::c_void> = self
+            .vals
+            .iter_mut()
+            .map(|v| v as *mut u64 as *mut std::ffi::c_void)
+            .collect();
+        // SAFETY: a zeroed attribute is a valid value of this plain C struct; the union member
+        // set is the one the attribute id names.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let pdl = self.dev.pdl();
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.dev.stream().cu_stream(),
+            attrs: if pdl {
+                &mut attr as *mut sys::CUlaunchAttribute
+            } else {
+                std::ptr::null_mut()
+            },
+            numAttrs: u32::from(pdl),
+        };
+        // SAFETY: `config` and `attr` outlive the call; `ptrs` holds one pointer per argument,
+        // each to 8 bytes that live until the call returns (the driver copies them); the caller
+        // guarantees the argument list matches the kernel.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                self.f.cu_function(),
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(drv)
+    }
+}
