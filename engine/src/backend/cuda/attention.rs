@@ -297,7 +297,7 @@ impl CudaDevice {
         b.arg(q)
             .arg(kc)
             .arg(vc)
-            .arg(&mut *part)
+            .arg(&*part)
             .arg(&idx.pos)
             .arg(&idx.row_tab)
             .arg(&idx.tables)

@@ -181,10 +181,10 @@ pub(super) fn push_bias_outs<'a>(
     };
     let mut outs = ys.iter_mut();
     let y0 = outs.next().expect("checked: 1..=3 outputs");
-    b.arg(&mut **y0);
+    b.arg(&**y0);
     for y in [outs.next(), outs.next()] {
         match y {
-            Some(y) => b.arg(&mut **y),
+            Some(y) => b.arg(&**y),
             None => b.arg(null),
         };
     }

@@ -116,7 +116,7 @@ impl CudaDevice {
         for start in (0..picks.len()).step_by(PICKS_PER_LAUNCH) {
             let n = PICKS_PER_LAUNCH.min(picks.len() - start);
             let w = words.slice(start * PICK_WORDS..(start + n) * PICK_WORDS);
-            let mut o = out.slice_mut(start * OUT_WORDS..(start + n) * OUT_WORDS);
+            let o = out.slice_mut(start * OUT_WORDS..(start + n) * OUT_WORDS);
             let cfg = LaunchConfig {
                 grid_dim: (n as u32, 1, 1),
                 block_dim: (THREADS, 1, 1),
@@ -126,9 +126,9 @@ impl CudaDevice {
             b.arg(logits)
                 .arg(&w)
                 .arg(&edits)
-                .arg(&mut scratch.proc)
-                .arg(&mut scratch.lists)
-                .arg(&mut o)
+                .arg(&scratch.proc)
+                .arg(&scratch.lists)
+                .arg(&o)
                 .arg(&v);
             // SAFETY: signature matches; rows were checked against `logits`, edit offsets and
             // lengths come from `pack`, and the scratch holds PICKS_PER_LAUNCH slots of `vocab`.
