@@ -35,6 +35,12 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DTYPE,...", value_delimiter = ',', default_value = "bf16,q8_0,q4_k",
         value_parser = ["bf16", "q8_0", "q4_k"])]
     pub kernel_dtypes: Vec<String>,
+    /// With --bench-kernels: which Llama-3.1-8B linear shapes to time, by role, `,`-separated
+    /// (q/o, k/v, qkv, gate/up, gate+up, down); all by default. One shape keeps a profiler's
+    /// launch count simple (`ncu --launch-skip`).
+    #[arg(long, value_name = "ROLE,...", value_delimiter = ',',
+        value_parser = ["q/o", "k/v", "qkv", "gate/up", "gate+up", "down"])]
+    pub kernel_shapes: Vec<String>,
     /// With --bench-kernels: which kernel families to time, `,`-separated: linear (the shapes
     /// above) and attn (decode attention at the 8B head shape over --attn-depths, in the
     /// configured KV cache format).
@@ -169,10 +175,14 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
             .collect();
         let mut rows = Vec::new();
         if args.kernel_ops.iter().any(|o| o == "linear") {
+            let shapes: Vec<_> = kbench::LLAMA_8B_LINEARS
+                .into_iter()
+                .filter(|s| args.kernel_shapes.is_empty() || args.kernel_shapes.iter().any(|r| r == s.2))
+                .collect();
             rows.extend(kbench::bench_linear(
                 &dev,
                 &dtypes,
-                &kbench::LLAMA_8B_LINEARS,
+                &shapes,
                 &args.kernel_tokens,
                 7,
             )?);
