@@ -476,6 +476,26 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #ifndef QLIN_M1_PREFETCH_BIGK
 #define QLIN_M1_PREFETCH_BIGK QLIN_M1_PREFETCH
 #endif
+// With PDL = 1 and PDL_EARLY = 1 the one-token entries issue this L2 prefetch before
+// griddepcontrol.wait: the weights are read-only for the whole forward (no kernel writes them),
+// and a prefetch changes no value, so the first row group's weights stream in while the kernel
+// before drains (common.cuh, pdl_entry).
+#ifndef PDL_EARLY
+#define PDL_EARLY 0
+#endif
+template <int ROWS, int F, int WARPS, int PREFETCH>
+__device__ __forceinline__ void qr_m1_prefetch(const u8* __restrict__ q, int K, int R) {
+    if (PREFETCH <= 0) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nu = K / 32;
+    const int r0 = (blockIdx.x * WARPS + warp) * ROWS;
+    for (int i = 0; i < ROWS && r0 + i < R; ++i)
+        for (int c = 0, u = lane; c < PREFETCH && u < nu; ++c, u += 32) {
+            const u8* p = F == FMT_Q8_0 ? q + (size_t)(r0 + i) * K + 32 * u : q + (size_t)(r0 + i) * (K / 2) + 16 * u;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+        }
+}
+
 template <int ROWS, int F, int WARPS, int PREFETCH>
 __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                   const u8* __restrict__ h, const float* __restrict__ bias, Outs y,
@@ -485,16 +505,10 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
     float* usum = reinterpret_cast<float*>(xs + nch * (XCHUNK / 4));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nu = K / 32;
-    if (PREFETCH > 0) {
-        // Start the first row group's weights on their way to L2 before the staging of x (a hint:
-        // no registers, no effect on any value).
-        const int r0 = (blockIdx.x * WARPS + warp) * ROWS;
-        for (int i = 0; i < ROWS && r0 + i < R; ++i)
-            for (int c = 0, u = lane; c < PREFETCH && u < nu; ++c, u += 32) {
-                const u8* p = F == FMT_Q8_0 ? q + (size_t)(r0 + i) * K + 32 * u : q + (size_t)(r0 + i) * (K / 2) + 16 * u;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-            }
-    }
+    // Start the first row group's weights on their way to L2 before the staging of x (a hint:
+    // no registers, no effect on any value). With PDL_EARLY = 1 the entry has done it already,
+    // before waiting for the grid before.
+    if (!PDL_EARLY) qr_m1_prefetch<ROWS, F, WARPS, PREFETCH>(q, K, R);
     for (int idx = threadIdx.x; idx < nch * (XCHUNK / 4); idx += blockDim.x) {
         const int ch = idx / (XCHUNK / 4), s = idx % (XCHUNK / 4);
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -669,7 +683,9 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
 #define LINEAR_R_M1(fname, T, F, WARPS, PREFETCH)                                                   \
     extern "C" __global__ void __launch_bounds__(32 * (WARPS))                                      \
         fname(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,          \
-              int split_canary) { pdl_entry();                                                     \
+              int split_canary) {                                                                  \
+        if (PDL_EARLY) qr_m1_prefetch<LIN_ROWS_M1, F, (WARPS), (PREFETCH)>(q, K, R);               \
+        pdl_entry();                                                                               \
         linear_qr_m1_impl<LIN_ROWS_M1, F, (WARPS), (PREFETCH)>(x, q, reinterpret_cast<const u8*>(h), \
                                                                bias, LIN_OUTS, K, R);              \
     }

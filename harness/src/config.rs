@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 43] = [
+pub const KERNEL_DEFINES: [&str; 44] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -58,6 +58,7 @@ pub const KERNEL_DEFINES: [&str; 43] = [
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
+    "PDL_EARLY",
 ];
 
 /// The source of a value nobody set.
