@@ -105,14 +105,18 @@ pub struct Config {
     /// Speculative decoding pauses while more than this many sequences run (the concurrency where
     /// verify rows stop paying for themselves).
     pub spec_max_running: usize,
-    /// A sequence stops speculating (probing again every 16 steps) while its acceptance moving
-    /// average is below this (where the measured verify and draft cost outweigh the accepted
-    /// tokens).
+    /// A sequence stops speculating (probing again every 16 steps) while its estimated per-token
+    /// acceptance (a draft token accepted given the ones before it were) is below this: the
+    /// break-even acceptance of the measured verify costs, below which no draft length pays.
     pub spec_min_acceptance: f32,
     /// Cost of one more speculative verify row, in decode steps of one sequence: with each
     /// sequence's acceptance estimate it sets the draft length per step, up to the request's k
     /// (0: always k). `memra tune` measures it per device.
     pub spec_row_cost: f32,
+    /// The fixed part of a speculative verify's cost in decode steps (≥ 1): a verify of k drafts
+    /// costs about this + k × `spec_row_cost`. Above 1 where a step of more than one row takes a
+    /// slower kernel path. `memra tune` measures it per device.
+    pub spec_verify_base: f32,
     /// CUDA: steps of up to this many rows whose every row's logits are wanted (decode,
     /// speculative verify, a prompt's last one-token chunk) are captured into CUDA graphs and
     /// replayed; 0 turns graphs off. Logits are bit-identical either way (the CUDA lane's gates
@@ -164,6 +168,13 @@ impl Config {
                     .with_context(|| format!("{key} must be a number in [0, 16] (got {v})"))?;
                 self.spec_row_cost = f as f32;
             }
+            "spec_verify_base" => {
+                let f = v
+                    .as_float()
+                    .filter(|f| (1.0..=16.0).contains(f))
+                    .with_context(|| format!("{key} must be a number in [1, 16] (got {v})"))?;
+                self.spec_verify_base = f as f32;
+            }
             "spec_min_acceptance" => {
                 let f = v
                     .as_float()
@@ -173,7 +184,8 @@ impl Config {
             }
             other => anyhow::bail!(
                 "{other} is not a tunable key (prefill_chunk, cuda_graph_max_batch, \
-                 spec_max_running, spec_min_acceptance, spec_row_cost, serve.max_batch_tokens)"
+                 spec_max_running, spec_min_acceptance, spec_row_cost, spec_verify_base, \
+                 serve.max_batch_tokens)"
             ),
         }
         Ok(())
@@ -202,6 +214,7 @@ impl Default for Config {
             spec_max_running: 8,
             spec_min_acceptance: 0.1,
             spec_row_cost: 0.12,
+            spec_verify_base: 1.0,
             cuda_graph_max_batch: 32,
             serve: ServeConfig::default(),
             sources: BTreeMap::new(),
@@ -222,7 +235,7 @@ pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
     /// kv_block_size, kv_cache_mib, kv_cache_dtype, prefill_chunk, cuda_home, cuda_device,
     /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, spec_max_running,
-    /// spec_min_acceptance, spec_row_cost, a
+    /// spec_min_acceptance, spec_row_cost, spec_verify_base, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, keyring, draft_model,
     /// speculative, speculative_k, max_body_bytes, keepalive_secs, drain_secs).
@@ -568,6 +581,12 @@ impl ConfigArgs {
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {
             anyhow::bail!("spec_row_cost must be in [0, 16] (got {})", c.spec_row_cost);
+        }
+        if !(1.0..=16.0).contains(&c.spec_verify_base) {
+            anyhow::bail!(
+                "spec_verify_base must be in [1, 16] (got {})",
+                c.spec_verify_base
+            );
         }
         if !(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0) {
             anyhow::bail!(

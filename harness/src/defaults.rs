@@ -76,6 +76,12 @@ pub struct Tuned {
     pub tried: Vec<toml::Value>,
     #[serde(default)]
     pub tried_medians: Vec<f64>,
+    /// Who measured this value, where that is not the file's `provenance`: tool, date and
+    /// commit ("measured by hand, run 44, binary af08a74, 2026-12-01"). `memra tune` stamps the
+    /// entries it keeps from its base file with that file's provenance; `--print-config` shows
+    /// this in place of the file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A `boards/defaults/<device>.toml` file.
@@ -196,10 +202,15 @@ pub fn chosen(cfg: &Config) -> Result<Option<(String, DeviceDefaults)>> {
 
 /// Applies one defaults file (see [`apply`]).
 fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> {
-    let src = format!(
+    let file_src = format!(
         "{origin} ({} {}, commit {})",
         d.provenance.tool, d.provenance.date, d.provenance.commit
     );
+    // An entry measured apart from the file's run names its own source.
+    let src = |t: &Tuned| match &t.source {
+        Some(s) => format!("{origin} ({s})"),
+        None => file_src.clone(),
+    };
     tracing::info!(file = origin, "using tuned defaults");
     for (key, t) in &d.engine {
         if cfg.source(key) != crate::config::BUILT_IN {
@@ -207,7 +218,7 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
         }
         cfg.set_tuned(key, &t.value)
             .with_context(|| format!("{origin}: engine.{key}"))?;
-        cfg.sources.insert(key.clone(), src.clone());
+        cfg.sources.insert(key.clone(), src(t));
     }
     for (key, t) in &d.kernels {
         let k = format!("kernel_defines.{key}");
@@ -219,7 +230,7 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
             other => bail!("{origin}: kernels.{key} must be an integer (got {other})"),
         };
         cfg.kernel_defines.insert(key.clone(), v);
-        cfg.sources.insert(k, src.clone());
+        cfg.sources.insert(k, src(t));
     }
     Ok(())
 }

@@ -177,7 +177,9 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
         if args.kernel_ops.iter().any(|o| o == "linear") {
             let shapes: Vec<_> = kbench::LLAMA_8B_LINEARS
                 .into_iter()
-                .filter(|s| args.kernel_shapes.is_empty() || args.kernel_shapes.iter().any(|r| r == s.2))
+                .filter(|s| {
+                    args.kernel_shapes.is_empty() || args.kernel_shapes.iter().any(|r| r == s.2)
+                })
                 .collect();
             rows.extend(kbench::bench_linear(
                 &dev,

@@ -10,13 +10,17 @@
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
-//! - `spec`: the speculation policy's constants from measured forward costs: a verify of K+1 rows
-//!   costs c(K) decode rows; with n-gram drafting (no draft cost) a verify pays while the expected
-//!   tokens per verify, (1 − α^(K+1)) / (1 − α) at acceptance α (Leviathan et al. 2023, eq. 1),
-//!   exceed c(K). `spec_min_acceptance` is the break-even α at K = 4; `spec_max_running` the
-//!   largest batch at which a verify still pays at α = 0.6 (the n-gram acceptance measured on
-//!   code editing, research/spec/); `spec_row_cost` = (c(K) − 1) / K, the cost of one more
-//!   verify row that sets the per-step draft length (`spec::draft_len`).
+//! - `spec`: the speculation policy's constants from measured forward costs: a verify of k drafts
+//!   (k+1 rows) costs c(k) decode rows, measured at k = 1 and K = 4 and fitted as
+//!   `spec_verify_base` + k·`spec_row_cost` (`spec::verify_cost`; the base is above 1 where
+//!   steps of more than one row take a slower kernel path). With n-gram drafting (no draft cost)
+//!   a verify pays while the expected tokens per verify, (1 − α^(k+1)) / (1 − α) at per-token
+//!   acceptance α (Leviathan et al. 2023, eq. 1), exceed c(k). `spec_min_acceptance` is the
+//!   lowest α at which some k of 1..16 pays (`spec::break_even_acceptance`; the scheduler pauses
+//!   a sequence whose estimated α is below it); `spec_max_running` the largest batch at which a
+//!   verify of K still pays at α = 0.6 (the n-gram acceptance measured on code editing,
+//!   research/spec/); the draft length per step comes from α and the fitted costs
+//!   (`spec::draft_len`).
 //!
 //! Candidates are measured on top of the device's current defaults (`--device-defaults`, auto by
 //! default: the embedded file for this device); the file written keeps that file's values for
@@ -161,6 +165,7 @@ fn tuned(
         max,
         tried: candidates.iter().map(|c| c.0.clone()).collect(),
         tried_medians: candidates.iter().map(|c| c.1).collect(),
+        source: None,
     }
 }
 
@@ -526,43 +531,57 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if args.what.iter().any(|w| w == "spec") && !engine_vals.contains_key("spec_max_running") {
         let (k, alpha) = (4usize, 0.6f64);
         let depth = 256;
+        // Verify costs of 1 and K drafts (2 and K+1 rows) in decode rows, fitted as
+        // base + k·row: a step of more than one row may take a slower kernel path (a fixed part),
+        // and each further row adds its own (run 40 on the H200: 5 rows = 2.03 decode rows).
         let one = forward_ms(&mut engine, vocab, 1, 1, depth, reps)?;
-        let verify = forward_ms(&mut engine, vocab, 1, k + 1, depth, reps)?;
-        let cost = verify / one;
+        let c1 = forward_ms(&mut engine, vocab, 1, 2, depth, reps)? / one;
+        let cost = forward_ms(&mut engine, vocab, 1, k + 1, depth, reps)? / one;
+        let row_cost = ((cost - c1) / (k - 1) as f64).max(0.0);
+        let base = (c1 - row_cost).max(1.0);
         let gain = |a: f64| (1.0 - a.powi(k as i32 + 1)) / (1.0 - a);
-        // Break-even acceptance: gain(α) = cost, by bisection (gain rises from 1 at α = 0).
-        let (mut lo, mut hi) = (0.0f64, 0.999f64);
-        for _ in 0..50 {
-            let mid = (lo + hi) / 2.0;
-            if gain(mid) < cost {
-                lo = mid
-            } else {
-                hi = mid
-            }
-        }
-        let min_acc = if gain(0.999) < cost { 1.0 } else { hi };
+        let min_acc = f64::from(memra_engine::spec::break_even_acceptance(
+            base as f32,
+            row_cost as f32,
+            16,
+        ));
         eprintln!(
-            "  verify of {} rows = {cost:.2} decode rows; break-even acceptance {min_acc:.2}",
+            "  verify of 2 rows = {c1:.2}, of {} rows = {cost:.2} decode rows: base {base:.2}, \
+             row {row_cost:.3}; break-even acceptance {min_acc:.2}",
+            k + 1
+        );
+        let fit = format!(
+            "verify of 2 and of K+1 = {} rows at depth {depth}: {c1:.3} and {cost:.3} decode rows, \
+             fitted as base + k·row",
             k + 1
         );
         engine_vals.insert(
             "spec_min_acceptance".into(),
             tuned(
                 toml::Value::Float((min_acc * 100.0).round() / 100.0),
-                format!("verify cost of K+1 = {} rows in decode rows at depth {depth} (break-even acceptance solves (1-a^(K+1))/(1-a) = cost)", k + 1),
-                "decode rows",
-                &[cost],
+                format!("{fit}; the lowest per-token acceptance at which some draft length 1..16 pays (spec::break_even_acceptance)"),
+                "acceptance",
+                &[min_acc],
                 vec![],
             ),
         );
-        let row_cost = ((cost - 1.0) / k as f64).max(0.0);
         engine_vals.insert(
             "spec_row_cost".into(),
             tuned(
                 toml::Value::Float((row_cost * 1000.0).round() / 1000.0),
-                format!("(verify cost of K+1 = {} rows - 1) / K, in decode rows at depth {depth}: the cost of one more draft row", k + 1),
+                format!("{fit}: the cost of one more draft row"),
                 "decode rows",
                 &[row_cost],
+                vec![],
+            ),
+        );
+        engine_vals.insert(
+            "spec_verify_base".into(),
+            tuned(
+                toml::Value::Float((base * 1000.0).round() / 1000.0),
+                format!("{fit}: the fixed part (at least 1)"),
+                "decode rows",
+                &[base],
                 vec![],
             ),
         );
@@ -618,8 +637,23 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 b.provenance.tool, b.provenance.date, b.provenance.commit
             ));
         }
-        engine_out.extend(b.engine.clone());
-        kernels_out.extend(b.kernels.clone());
+        // Each kept entry keeps its own source, or takes the base file's provenance, so the file
+        // written never credits this run with a value it did not measure.
+        let base_src = format!(
+            "{} {}, commit {}",
+            b.provenance.tool, b.provenance.date, b.provenance.commit
+        );
+        let stamp = |m: &BTreeMap<String, Tuned>| -> BTreeMap<String, Tuned> {
+            m.iter()
+                .map(|(k, t)| {
+                    let mut t = t.clone();
+                    t.source.get_or_insert_with(|| base_src.clone());
+                    (k.clone(), t)
+                })
+                .collect()
+        };
+        engine_out.extend(stamp(&b.engine));
+        kernels_out.extend(stamp(&b.kernels));
     }
     engine_out.extend(engine_vals);
     kernels_out.extend(kernel_vals);

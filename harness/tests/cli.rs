@@ -247,20 +247,44 @@ fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
         chunk["tried_medians"][i].as_float()
     );
     assert_eq!(chunk["n"].as_integer(), Some(2));
-    // The break-even acceptance a solves (1 - a^5) / (1 - a) = the measured verify cost
-    // (a rounded to two decimals).
-    let acc = &t["engine"]["spec_min_acceptance"];
-    let (a, cost) = (
-        acc["value"].as_float().unwrap(),
-        acc["median"].as_float().unwrap(),
+    // The verify costs of 2 and 5 rows (in the metric) fitted as base + k·row, and the
+    // break-even acceptance: the lowest a at which some k of 1..16 has 1 + a + … + a^k at least
+    // base + k·row (each rounded as written).
+    let engine = &t["engine"];
+    let value = |k: &str| engine[k]["value"].as_float().unwrap();
+    let (base, row, a) = (
+        value("spec_verify_base"),
+        value("spec_row_cost"),
+        value("spec_min_acceptance"),
     );
-    let tokens = |a: f64| (1.0 - a.powi(5)) / (1.0 - a);
-    let consistent = match a {
-        a if a < 0.005 => cost <= tokens(0.01),
-        a if a > 0.995 => cost >= tokens(0.98),
-        a => tokens(a - 0.01) <= cost + 1e-9 && cost <= tokens(a + 0.01),
+    let metric = engine["spec_row_cost"]["metric"].as_str().unwrap();
+    let nums: Vec<f64> = metric
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split(" decode rows")
+        .next()
+        .unwrap()
+        .split(" and ")
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (c1, c4) = (nums[0], nums[1]);
+    assert!(
+        (row - ((c4 - c1) / 3.0).max(0.0)).abs() < 2e-3,
+        "{metric}: row {row}"
+    );
+    assert!(
+        (base - (c1 - row).max(1.0)).abs() < 2e-3,
+        "{metric}: base {base}"
+    );
+    let pays = |a: f64| {
+        (1..=16).any(|k| (0..=k).map(|i| a.powi(i)).sum::<f64>() >= base + k as f64 * row - 1e-3)
     };
-    assert!(consistent, "acceptance {a} for verify cost {cost}");
+    let consistent = match a {
+        a if a > 0.995 => !pays(0.98),
+        a => pays(a + 0.01) && (a < 0.01 || !pays(a - 0.01)),
+    };
+    assert!(consistent, "acceptance {a} for base {base}, row {row}");
     let cfg = ok(memra(&[
         "--backend",
         "cpu",
@@ -362,9 +386,38 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
     let out2 = tmp.path().join("cpu2.toml");
     ok(tune_on(base.to_str().unwrap(), &out2, "spec", false));
     let t2: toml::Value = toml::from_str(&std::fs::read_to_string(&out2).unwrap()).unwrap();
-    assert_eq!(t2["engine"]["prefill_chunk"], t["engine"]["prefill_chunk"]);
+    // The kept entry is the base's, measurement and all, plus its source.
+    let mut kept = t2["engine"]["prefill_chunk"].clone();
+    kept.as_table_mut().unwrap().remove("source");
+    assert_eq!(kept, t["engine"]["prefill_chunk"]);
     let notes = t2["provenance"]["notes"].as_str().unwrap();
     assert!(notes.contains("values not swept kept from"), "{notes}");
+    // A kept entry names the base file's run as its source; a swept one is the file's own.
+    let kept_src = t2["engine"]["prefill_chunk"]["source"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        kept_src.contains("memra tune") && kept_src.contains(commit),
+        "{kept_src:?}"
+    );
+    assert!(
+        t2["engine"]["spec_row_cost"].get("source").is_none(),
+        "{t2}"
+    );
+    let cfg = ok(memra(&[
+        "--backend",
+        "cpu",
+        "--device-defaults",
+        out2.to_str().unwrap(),
+        "serve",
+        "--print-config",
+    ]));
+    let line = stdout(&cfg)
+        .lines()
+        .find(|l| l.starts_with("prefill_chunk ="))
+        .unwrap_or_default()
+        .to_string();
+    assert!(line.contains(kept_src), "{line}");
 }
 
 /// `memra probe` on the CPU backend names the device, counts the cores and measures a memory

@@ -41,13 +41,19 @@ pub struct SchedulerConfig {
     /// Speculate only while at most this many sequences run (verify rows compete with other
     /// sequences' decode rows for the step).
     pub spec_max_running: usize,
-    /// Stop speculating for a sequence whose acceptance rate (moving average) falls below this;
-    /// it probes again every 16 steps.
+    /// Stop speculating for a sequence whose estimated per-token acceptance (the probability a
+    /// draft token is accepted given the ones before it were) falls below this; it probes again
+    /// every 16 steps. `memra tune` writes the break-even acceptance of its measured verify costs
+    /// ([`spec::break_even_acceptance`]).
     pub spec_min_acceptance: f32,
     /// Cost of one more verify row, in decode steps of one sequence (a verify of k drafts costs
-    /// about 1 + k × this). With the sequence's estimated per-token acceptance it sets each
-    /// step's draft length ([`spec::draft_len`]); 0 always drafts the request's k.
+    /// about `spec_verify_base` + k × this, [`spec::verify_cost`]). With the sequence's
+    /// estimated per-token acceptance it sets each step's draft length ([`spec::draft_len`]); 0
+    /// always drafts the request's k.
     pub spec_row_cost: f32,
+    /// The fixed part of a verify's cost, in decode steps (≥ 1; above 1 when steps of more than
+    /// one row take a slower kernel path).
+    pub spec_verify_base: f32,
 }
 
 impl Default for SchedulerConfig {
@@ -61,6 +67,7 @@ impl Default for SchedulerConfig {
             spec_max_running: 8,
             spec_min_acceptance: 0.1,
             spec_row_cost: 0.0,
+            spec_verify_base: 1.0,
         }
     }
 }
@@ -262,12 +269,11 @@ struct Seq {
     /// Speculative draft tokens proposed and accepted for this choice.
     drafted: u32,
     accepted: u32,
-    /// Moving average of the fraction of drafts accepted, and steps left before a probe when
-    /// speculation is paused.
-    accept_rate: f32,
+    /// Steps left before a probe when speculation is paused.
     spec_pause: u32,
-    /// Decayed counts of draft positions verified and accepted (a rejection ends a draft), the
-    /// per-token acceptance estimate behind the draft length.
+    /// Decayed counts of draft positions verified and accepted (a rejection ends a draft): the
+    /// per-token acceptance estimate ([`Seq::acceptance`]) behind the draft length and the
+    /// pause.
     spec_trials: f32,
     spec_hits: f32,
     /// The draft model's KV for this sequence (its own block pool) and how many positions of it
@@ -276,6 +282,12 @@ struct Seq {
 }
 
 impl Seq {
+    /// Estimated per-token acceptance: decayed accepted over verified draft positions, with a
+    /// prior of 2 of 2 accepted so a new sequence starts near its request's k.
+    fn acceptance(&self) -> f32 {
+        (self.spec_hits + 2.0) / (self.spec_trials + 2.0)
+    }
+
     /// A choice with nothing computed yet and no blocks.
     fn new(req: RequestId, choice: u32, tokens: Vec<u32>, prompt_len: usize) -> Seq {
         Seq {
@@ -290,7 +302,6 @@ impl Seq {
             order: 0,
             drafted: 0,
             accepted: 0,
-            accept_rate: 1.0,
             spec_pause: 0,
             spec_trials: 0.0,
             spec_hits: 0.0,

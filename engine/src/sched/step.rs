@@ -37,15 +37,14 @@ impl Core {
         if s.choice == 0 && s.tokens.len() == s.prompt_len && self.reqs[&s.req].s.n > 1 {
             return (0, None);
         }
-        if s.accept_rate < self.cfg.spec_min_acceptance && s.spec_pause > 0 {
+        if s.acceptance() < self.cfg.spec_min_acceptance && s.spec_pause > 0 {
             self.running[i].spec_pause -= 1;
             return (0, None);
         }
         let room = self.cfg.max_context.saturating_sub(s.tokens.len() + 1);
-        // Prior: 2 of 2 accepted, so a new sequence starts near the request's k.
-        let p = (s.spec_hits + 2.0) / (s.spec_trials + 2.0);
         let k = crate::spec::draft_len(
-            p,
+            s.acceptance(),
+            self.cfg.spec_verify_base,
             self.cfg.spec_row_cost,
             self.draft_cost(spec.method),
             spec.k,
@@ -350,19 +349,15 @@ impl Core {
         s.computed = s.tokens.len() - 1;
         s.drafted += draft.len() as u32;
         s.accepted += accepted as u32;
-        let rate = if draft.is_empty() {
-            0.0
-        } else {
-            accepted as f32 / draft.len() as f32
-        };
-        s.accept_rate = 0.7 * s.accept_rate + 0.3 * rate;
         if !draft.is_empty() {
             // Positions tried: the accepted ones plus the rejected one, if any.
             let tried = (accepted + usize::from(accepted < draft.len())) as f32;
             s.spec_trials = 0.8 * s.spec_trials + tried;
             s.spec_hits = 0.8 * s.spec_hits + accepted as f32;
         }
-        if s.accept_rate < self.cfg.spec_min_acceptance {
+        // The same per-token estimate the tune's break-even acceptance is stated in (a verify of
+        // k drafts accepting a fraction of them is a different quantity).
+        if s.acceptance() < self.cfg.spec_min_acceptance {
             s.spec_pause = 16;
         }
         let computed = s.computed;

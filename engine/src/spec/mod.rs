@@ -79,28 +79,61 @@ impl SpecParams {
 /// The draft length that maximizes expected tokens per unit of step time, up to `k_max`:
 /// with per-token acceptance `p` (each draft token accepted with probability p while all before
 /// it were), a verify of k drafts yields 1 + p + p² + … + pᵏ tokens on average and costs about
-/// 1 + k·(`row_cost` + `draft_cost`) decode steps: the verify row (measured per device) plus
-/// drafting the token (0 for n-gram lookup, L / layers for layer-skip, the draft model's bytes
-/// over the target's). `row_cost` ≤ 0 turns the policy off (`k_max`). The choice only changes
-/// speed: every draft is verified, so output is unchanged. (Dynamic draft length in the spirit
-/// of Leviathan et al. 2023 §3.5 and Mamou et al. 2024, "Dynamic Speculation Lookahead".)
-pub fn draft_len(p: f32, row_cost: f32, draft_cost: f32, k_max: usize) -> usize {
+/// `base` + k·(`row_cost` + `draft_cost`) decode steps ([`verify_cost`]): a verify's fixed part
+/// and its rows (both measured per device by `memra tune`) plus drafting the tokens (0 for
+/// n-gram lookup, L / layers for layer-skip, the draft model's bytes over the target's).
+/// `row_cost` ≤ 0 turns the policy off (`k_max`). The choice only changes speed: every draft is
+/// verified, so output is unchanged. (Dynamic draft length in the spirit of Leviathan et al.
+/// 2023 §3.5 and Mamou et al. 2024, "Dynamic Speculation Lookahead".)
+pub fn draft_len(p: f32, base: f32, row_cost: f32, draft_cost: f32, k_max: usize) -> usize {
     if row_cost <= 0.0 || k_max <= 1 {
         return k_max;
     }
-    let row_cost = row_cost + draft_cost.max(0.0);
     let p = p.clamp(0.0, 1.0);
     let (mut best, mut best_rate) = (1, 0.0f32);
     let (mut tokens, mut pk) = (1.0f32, 1.0f32);
     for k in 1..=k_max {
         pk *= p;
         tokens += pk;
-        let rate = tokens / (1.0 + k as f32 * row_cost);
+        let rate = tokens / verify_cost(base, row_cost + draft_cost.max(0.0), k);
         if rate > best_rate {
             (best, best_rate) = (k, rate);
         }
     }
     best
+}
+
+/// Cost of a verify of `k` drafts in decode steps of one sequence: `base` + k·`row_cost`
+/// (`base` ≥ 1: a verify holds the decode row itself; above 1 when a step of more than one row
+/// takes a slower kernel path, as the H200's integer tensor-core path does for Q8_0).
+pub fn verify_cost(base: f32, row_cost: f32, k: usize) -> f32 {
+    base.max(1.0) + k as f32 * row_cost.max(0.0)
+}
+
+/// The lowest per-token acceptance at which some draft length of 1..=`k_max` pays under
+/// [`verify_cost`] (expected tokens per verify at least its cost), or 1.0 when none does below
+/// certainty: the floor under which a sequence pauses speculation. Found by bisection per k
+/// (the expected tokens rise with the acceptance).
+pub fn break_even_acceptance(base: f32, row_cost: f32, k_max: usize) -> f32 {
+    let tokens = |a: f64, k: usize| (0..=k).map(|i| a.powi(i as i32)).sum::<f64>();
+    let mut best = 1.0f64;
+    for k in 1..=k_max.max(1) {
+        let cost = f64::from(verify_cost(base, row_cost, k));
+        if tokens(1.0, k) < cost {
+            continue;
+        }
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..50 {
+            let mid = (lo + hi) / 2.0;
+            if tokens(mid, k) < cost {
+                lo = mid
+            } else {
+                hi = mid
+            }
+        }
+        best = best.min(hi);
+    }
+    best as f32
 }
 
 pub mod drafters;
@@ -282,25 +315,54 @@ mod tests {
     #[test]
     fn draft_len_follows_acceptance_and_cost() {
         // Free verify rows, or no cost model: the request's k.
-        assert_eq!(draft_len(0.3, 0.0, 0.0, 8), 8);
+        assert_eq!(draft_len(0.3, 1.0, 0.0, 0.0, 8), 8);
         // Near-certain acceptance with cheap rows: draft all 8; coin-flip acceptance: 2
         // ((1 + .5 + .25) / 1.3 = 1.35 beats 1 draft's 1.5 / 1.15 = 1.30 and 3 drafts' 1.30).
-        assert_eq!(draft_len(0.99, 0.1, 0.0, 8), 8);
-        assert_eq!(draft_len(0.5, 0.15, 0.0, 8), 2);
+        assert_eq!(draft_len(0.99, 1.0, 0.1, 0.0, 8), 8);
+        assert_eq!(draft_len(0.5, 1.0, 0.15, 0.0, 8), 2);
         // Rarely accepted: one draft (the least a speculating step proposes).
-        assert_eq!(draft_len(0.05, 0.15, 0.0, 8), 1);
+        assert_eq!(draft_len(0.05, 1.0, 0.15, 0.0, 8), 1);
         // More acceptance never shortens the draft; dearer rows never lengthen it.
         let mut last = 0;
         for i in 0..=20 {
-            let k = draft_len(i as f32 / 20.0, 0.12, 0.0, 16);
+            let k = draft_len(i as f32 / 20.0, 1.0, 0.12, 0.0, 16);
             assert!(k >= last, "p = {}: {k} < {last}", i as f32 / 20.0);
             last = k;
         }
-        assert!(draft_len(0.8, 0.5, 0.0, 16) <= draft_len(0.8, 0.1, 0.0, 16));
+        assert!(draft_len(0.8, 1.0, 0.5, 0.0, 16) <= draft_len(0.8, 1.0, 0.1, 0.0, 16));
         // A draft that costs to make shortens the draft like a dearer row.
-        assert_eq!(draft_len(0.8, 0.1, 0.4, 16), draft_len(0.8, 0.5, 0.0, 16));
+        assert_eq!(
+            draft_len(0.8, 1.0, 0.1, 0.4, 16),
+            draft_len(0.8, 1.0, 0.5, 0.0, 16)
+        );
         // No row cost: the policy is off whatever drafting costs.
-        assert_eq!(draft_len(0.9, 0.0, 0.3, 16), 16);
+        assert_eq!(draft_len(0.9, 1.0, 0.0, 0.3, 16), 16);
+        // A fixed verify overhead (a slower path for steps of more than one row) never shortens
+        // the draft: more drafts share it.
+        for i in 0..=20 {
+            let p = i as f32 / 20.0;
+            assert!(draft_len(p, 1.7, 0.08, 0.0, 16) >= draft_len(p, 1.0, 0.08, 0.0, 16));
+        }
+        // p = 0.5 with base 1.7 and rows of 0.08: 3 drafts (1.875 / 1.94 = 0.966 beats 2 drafts'
+        // 1.75 / 1.86 = 0.941 and 4 drafts' 1.9375 / 2.02 = 0.959).
+        assert_eq!(draft_len(0.5, 1.7, 0.08, 0.0, 16), 3);
+    }
+
+    #[test]
+    fn break_even_acceptance_is_the_cheapest_paying_draft() {
+        // No fixed overhead: one draft pays once 1 + a >= 1 + row cost, so a = row cost.
+        assert!((break_even_acceptance(1.0, 0.2, 8) - 0.2).abs() < 1e-4);
+        // A fixed overhead of 0.7 steps with rows of 0.08: 3 or 4 drafts pay first, near 0.52
+        // (one draft would need 0.78).
+        let a = break_even_acceptance(1.7, 0.08, 8);
+        assert!((0.515..0.53).contains(&a), "{a}");
+        assert!(break_even_acceptance(1.7, 0.08, 1) > 0.779);
+        // Nothing pays below certainty: 1.0.
+        assert_eq!(break_even_acceptance(2.5, 1.0, 1), 1.0);
+        assert!(
+            (verify_cost(0.5, 0.25, 4) - 2.0).abs() < 1e-6,
+            "base is at least 1"
+        );
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl Sched {
                 spec_max_running: cfg.spec_max_running,
                 spec_min_acceptance: cfg.spec_min_acceptance,
                 spec_row_cost: cfg.spec_row_cost,
+                spec_verify_base: cfg.spec_verify_base,
                 ..Default::default()
             },
         )

@@ -162,6 +162,7 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
                 // As written in the config (0.1, not f32's 0.10000000149).
                 "spec_min_acceptance": ctx.cfg.spec_min_acceptance.to_string().parse::<f64>().ok(),
                 "spec_row_cost": ctx.cfg.spec_row_cost.to_string().parse::<f64>().ok(),
+                "spec_verify_base": ctx.cfg.spec_verify_base.to_string().parse::<f64>().ok(),
             }));
             rows.push(r);
         }

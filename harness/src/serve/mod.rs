@@ -248,6 +248,7 @@ fn load_models(
             spec_max_running: cfg.spec_max_running,
             spec_min_acceptance: cfg.spec_min_acceptance,
             spec_row_cost: cfg.spec_row_cost,
+            spec_verify_base: cfg.spec_verify_base,
         };
         let make_draft = match &cfg.serve.draft_model {
             Some(d) => {
