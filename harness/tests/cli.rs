@@ -99,9 +99,9 @@ fn run_k_without_spec_is_refused() {
     assert!(e.contains("--k sets the draft length of --spec"), "{e}");
 }
 
-/// `memra run --spec` on the real SmolLM2 (CPU): n-gram and layer-skip drafting print their
-/// counts, the text equals plain decode's (the command checks and says so), and n-gram drafts
-/// on a prompt the answer repeats.
+/// `memra run --spec` on the real SmolLM2 (CPU): n-gram, layer-skip and draft-model drafting
+/// print their counts, the text equals plain decode's (the command checks and says so), n-gram
+/// drafts on a prompt the answer repeats, and the draft model (the same file) drafts.
 #[test]
 fn run_spec_equals_plain_decode() {
     let model = smol_path();
@@ -120,7 +120,13 @@ fn run_spec_equals_plain_decode() {
         "--ignore-eos",
     ];
     let plain = ok(memra(&[&base[..], &["--no-check"]].concat()));
-    for (spec, must_draft) in [("ngram", true), ("layerskip:15", false)] {
+    // The draft model: the same file (same tokenizer), so every greedy draft is accepted.
+    let draft = format!("draft:{model}");
+    for (spec, must_draft) in [
+        ("ngram", true),
+        ("layerskip:15", false),
+        (draft.as_str(), true),
+    ] {
         let out = ok(memra(&[&base[..], &["--spec", spec, "--k", "4"]].concat()));
         let err = stderr(&out);
         assert!(err.contains("identical to plain decode"), "{spec}: {err}");
@@ -285,25 +291,31 @@ fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
         a => pays(a + 0.01) && (a < 0.01 || !pays(a - 0.01)),
     };
     assert!(consistent, "acceptance {a} for base {base}, row {row}");
-    let cfg = ok(memra(&[
-        "--backend",
-        "cpu",
-        "--device-defaults",
-        out.to_str().unwrap(),
-        "serve",
-        "--print-config",
-    ]));
-    let line = stdout(&cfg)
-        .lines()
-        .find(|l| l.starts_with("prefill_chunk ="))
-        .unwrap_or_default()
-        .to_string();
+    let line = print_config_line(&out, "prefill_chunk");
     assert!(
         line.starts_with(&format!("prefill_chunk = {kept} "))
             && line.contains(out.to_str().unwrap())
             && line.contains("memra tune"),
         "{line}"
     );
+}
+
+/// The `KEY = value  # source` line `memra serve --print-config` prints for `key` with
+/// `--device-defaults defaults` on the CPU backend ("" when there is none).
+fn print_config_line(defaults: &std::path::Path, key: &str) -> String {
+    let cfg = ok(memra(&[
+        "--backend",
+        "cpu",
+        "--device-defaults",
+        defaults.to_str().unwrap(),
+        "serve",
+        "--print-config",
+    ]));
+    stdout(&cfg)
+        .lines()
+        .find(|l| l.starts_with(&format!("{key} =")))
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// `memra tune --resume` keeps the values of a cut-short run's `<out>.partial` and sweeps only
@@ -404,19 +416,7 @@ fn tune_resumes_from_a_partial_file_and_refuses_another_builds() {
         t2["engine"]["spec_row_cost"].get("source").is_none(),
         "{t2}"
     );
-    let cfg = ok(memra(&[
-        "--backend",
-        "cpu",
-        "--device-defaults",
-        out2.to_str().unwrap(),
-        "serve",
-        "--print-config",
-    ]));
-    let line = stdout(&cfg)
-        .lines()
-        .find(|l| l.starts_with("prefill_chunk ="))
-        .unwrap_or_default()
-        .to_string();
+    let line = print_config_line(&out2, "prefill_chunk");
     assert!(line.contains(kept_src), "{line}");
 }
 

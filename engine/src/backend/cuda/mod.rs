@@ -183,7 +183,18 @@ impl CudaDevice {
             arch: compile::arch_for(cc.0, cc.1),
             max_smem_optin,
         };
-        Ok(CudaDevice {
+        Ok(Self::fresh(ctx, stream, info, opts))
+    }
+
+    /// A device on `ctx` and `stream` with no module compiled yet under `opts`; `pdl` from the
+    /// defines and the compute capability.
+    fn fresh(
+        ctx: Arc<CudaContext>,
+        stream: Arc<CudaStream>,
+        info: DeviceInfo,
+        opts: KernelOptions,
+    ) -> Self {
+        let mut d = CudaDevice {
             ctx,
             stream,
             info,
@@ -193,14 +204,9 @@ impl CudaDevice {
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
             pdl: false,
-        }
-        .with_pdl())
-    }
-
-    /// Sets `pdl` from the defines and the compute capability.
-    fn with_pdl(mut self) -> Self {
-        self.pdl = self.define("PDL", 0) == 1 && self.info.compute_capability.0 >= 9;
-        self
+        };
+        d.pdl = d.define("PDL", 0) == 1 && d.info.compute_capability.0 >= 9;
+        d
     }
 
     /// Whether kernels launch with programmatic stream serialization ([`launch`]).
@@ -240,18 +246,13 @@ impl CudaDevice {
     /// (`QTC`, `QTC_Q8_0`: [`linear_tc::tc_enabled`]) are the same. `memra tune` times kernel
     /// candidates this way on one copy of the weights. Errors: the driver refusing a stream.
     pub fn with_options(&self, opts: KernelOptions) -> Result<CudaDevice> {
-        Ok(CudaDevice {
-            ctx: self.ctx.clone(),
-            stream: self.ctx.new_stream().map_err(drv)?,
-            info: self.info.clone(),
+        let stream = self.ctx.new_stream().map_err(drv)?;
+        Ok(Self::fresh(
+            self.ctx.clone(),
+            stream,
+            self.info.clone(),
             opts,
-            modules: Arc::new(Mutex::new(HashMap::new())),
-            functions: Arc::new(Mutex::new(HashMap::new())),
-            smem_granted: Arc::new(Mutex::new(HashMap::new())),
-            digits: Mutex::new(None),
-            pdl: false,
-        }
-        .with_pdl())
+        ))
     }
 
     /// The facts read at open.
