@@ -282,10 +282,24 @@ struct Seq {
 }
 
 impl Seq {
-    /// Estimated per-token acceptance: decayed accepted over verified draft positions, with a
-    /// prior of 2 of 2 accepted so a new sequence starts near its request's k.
+    /// Estimated per-token acceptance: decayed accepted over verified draft positions. Both
+    /// counts start at 2 (a prior of 2 of 2 accepted, so a new sequence starts near its
+    /// request's k) and decay with the evidence, so the estimate can reach 0 when nothing is
+    /// accepted (a prior added at every read would hold it above 2 / 7).
     fn acceptance(&self) -> f32 {
-        (self.spec_hits + 2.0) / (self.spec_trials + 2.0)
+        self.spec_hits / self.spec_trials.max(f32::MIN_POSITIVE)
+    }
+
+    /// Counts a verify of `drafted` draft tokens of which the first `accepted` were accepted:
+    /// the positions tried are the accepted ones plus the rejected one, if any; older evidence
+    /// (and the prior) decays by 0.8 a verify. An empty draft is no evidence.
+    fn record_verify(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        let tried = (accepted + usize::from(accepted < drafted)) as f32;
+        self.spec_trials = 0.8 * self.spec_trials + tried;
+        self.spec_hits = 0.8 * self.spec_hits + accepted as f32;
     }
 
     /// A choice with nothing computed yet and no blocks.
@@ -303,8 +317,8 @@ impl Seq {
             drafted: 0,
             accepted: 0,
             spec_pause: 0,
-            spec_trials: 0.0,
-            spec_hits: 0.0,
+            spec_trials: 2.0,
+            spec_hits: 2.0,
             draft_state: DraftState::default(),
         }
     }
@@ -772,3 +786,6 @@ impl Core {
         None
     }
 }
+
+#[cfg(test)]
+mod tests;
