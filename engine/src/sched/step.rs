@@ -5,7 +5,7 @@
 use super::{Core, Seq};
 use crate::backend::{LogitsWanted, Pick, Picked, SeqChunk};
 use crate::error::Result;
-use crate::spec::{DraftJob, Drafter, LayerSkipDrafter, NgramDrafter, SpecMethod, SpecParams};
+use crate::spec::{DraftJob, Drafter, LayerSkipDrafter, NgramDrafter, SpecMethod};
 
 /// One sequence's part of the step.
 struct Planned {
@@ -37,12 +37,7 @@ impl Core {
         if s.choice == 0 && s.tokens.len() == s.prompt_len && self.reqs[&s.req].s.n > 1 {
             return (0, None);
         }
-        let floor = self.spec_floor(spec, self.draft_cost(spec.method));
-        if floor >= 1.0 {
-            // No draft length pays even if every draft were accepted.
-            return (0, None);
-        }
-        if s.acceptance() < floor && s.spec_pause > 0 {
+        if s.acceptance() < self.cfg.spec_min_acceptance && s.spec_pause > 0 {
             self.running[i].spec_pause -= 1;
             return (0, None);
         }
@@ -55,23 +50,6 @@ impl Core {
             spec.k,
         );
         (k.min(budget.saturating_sub(1)).min(room), Some(spec.method))
-    }
-
-    /// The per-token acceptance below which a sequence pauses speculation: the configured
-    /// `spec_min_acceptance`, or higher where no draft length up to the request's k pays under
-    /// the device's verify cost plus this drafter's cost ([`crate::spec::break_even_acceptance`];
-    /// with `spec_row_cost` 0 the cost model is off and only the configured floor applies).
-    fn spec_floor(&self, spec: SpecParams, draft_cost: f32) -> f32 {
-        let model = if self.cfg.spec_row_cost > 0.0 {
-            crate::spec::break_even_acceptance(
-                self.cfg.spec_verify_base,
-                self.cfg.spec_row_cost + draft_cost.max(0.0),
-                spec.k,
-            )
-        } else {
-            0.0
-        };
-        self.cfg.spec_min_acceptance.max(model)
     }
 
     /// Cost of drafting one token with `method`, in decode steps of the target: 0 for n-gram
@@ -367,10 +345,6 @@ impl Core {
         let Some(i) = self.running.iter().position(|s| s.order == key) else {
             return;
         };
-        let floor = match self.reqs.get(&self.running[i].req).and_then(|r| r.s.spec) {
-            Some(spec) => self.spec_floor(spec, self.draft_cost(spec.method)),
-            None => self.cfg.spec_min_acceptance,
-        };
         let s = &mut self.running[i];
         s.computed = s.tokens.len() - 1;
         s.drafted += draft.len() as u32;
@@ -378,7 +352,7 @@ impl Core {
         s.record_verify(draft.len(), accepted);
         // The same per-token estimate the tune's break-even acceptance is stated in (a verify of
         // k drafts accepting a fraction of them is a different quantity).
-        if s.acceptance() < floor {
+        if s.acceptance() < self.cfg.spec_min_acceptance {
             s.spec_pause = 16;
         }
         let computed = s.computed;
