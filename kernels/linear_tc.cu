@@ -54,9 +54,15 @@
 #define QTC_UNROLL 4
 #endif
 // 1: the next group's loads are issued before the current group's MMAs (more registers; slower
-// at M = 1 on the H200, research/cuda/run21).
+// at M = 1 on the H200 for the 16-slice matrices, research/cuda/run21 and run49).
 #ifndef QTC_DB
 #define QTC_DB 0
+#endif
+// QTC_DB for the one-token entry of the QTC_SPLIT_BIG matrices alone (`_n1_big`): run 49 on the
+// H200, gate+up [28672, 4096] at M = 1 with 4 slices: 65.4 us -> 56.5 us (97% of copy
+// bandwidth), while the 16-slice matrices and M = 32 got slower. Loads only: no bits change.
+#ifndef QTC_DB_BIG
+#define QTC_DB_BIG QTC_DB
 #endif
 
 // Grid order: 0 = row tiles fastest (blockIdx.x), so the blocks running together share a token
@@ -101,12 +107,13 @@ __device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
 }
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
-// S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries).
+// S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
+// QTC_DB, or QTC_DB_BIG for `_n1_big`.
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
 // block: 32 * S; dynamic shared memory: S * QTC_WT * NT * 512 bytes.
-template <int F, int NT, int S>
+template <int F, int NT, int S, int DB>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                int M, int K, int R, int split_canary) {
@@ -150,14 +157,14 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
             }
         }
     };
-    // QTC_DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
+    // DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
     uint4 wv[QTC_UNROLL][QTC_WT][WB];
     u32 sc[QTC_UNROLL][QTC_WT];
-    if (QTC_DB) load(u0, wv, sc);
+    if (DB) load(u0, wv, sc);
     for (int ub = u0; ub < u1; ub += QTC_UNROLL) {
         uint4 nwv[QTC_UNROLL][QTC_WT][WB];
         u32 nsc[QTC_UNROLL][QTC_WT];
-        if (QTC_DB) load(ub + QTC_UNROLL, nwv, nsc);
+        if (DB) load(ub + QTC_UNROLL, nwv, nsc);
         else load(ub, wv, sc);
 #pragma unroll
         for (int j = 0; j < QTC_UNROLL; ++j) {
@@ -214,7 +221,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         for (int j = 0; j < QTC_UNROLL; ++j)
 #pragma unroll
             for (int w = 0; w < QTC_WT; ++w) {
-                if (!QTC_DB) continue;
+                if (!DB) continue;
                 sc[j][w] = nsc[j][w];
 #pragma unroll
                 for (int b = 0; b < WB; ++b) wv[j][w][b] = nwv[j][w][b];
@@ -245,26 +252,26 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
-#define LINEAR_TC(name, F, NT, S)                                                                   \
+#define LINEAR_TC(name, F, NT, S, DB)                                                               \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
              int split_canary) { pdl_entry();                                                      \
-        linear_tc_impl<F, NT, S>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                  \
+        linear_tc_impl<F, NT, S, DB>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);              \
     }
 
-LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT)
-LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT)
-LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT)
-LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT)
-LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT)
-LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT)
+LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB)
 #if QTC_SPLIT_BIG > 0
-LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG)
-LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG)
-LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG)
-LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG)
-LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG)
-LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG)
+LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG, QTC_DB_BIG)
+LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG, QTC_DB)
+LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG, QTC_DB)
+LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG, QTC_DB_BIG)
+LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB)
+LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB)
 #endif
 
 // ---------------------------------------------------------------------------------------------

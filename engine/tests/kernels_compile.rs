@@ -196,6 +196,7 @@ fn linear_switches_compile() {
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),
             ("QTC_UNROLL", "1"),
+            ("QTC_DB_BIG", "1"),
         ],
         &[("QLIN_INT", "1"), ("QIMMA_TILES", "2"), ("QIMMA_PF", "0")],
         &[("QLIN_INT", "1"), ("QIMMA_BPF", "1")],

@@ -399,3 +399,59 @@ fn layer_skip_with_too_many_layers_is_refused() {
     assert!(submit(n_layers - 1).is_ok());
     h.shutdown();
 }
+
+/// The draft model's KV after rejections, checked directly: a draft model kept across verifies
+/// (each rejecting part of its drafts and rolling back as the scheduler does) proposes at every
+/// step exactly what a fresh draft model, which recomputes the whole sequence, proposes. A
+/// stale position (a rejected draft's KV kept, a catch-up fed at the wrong place) would move
+/// its logits and so, over these steps, its greedy drafts.
+#[test]
+fn draft_model_kv_after_rejections_matches_a_fresh_draft_model() {
+    use memra_engine::spec::{DraftJob, DraftModelDrafter, DraftState, Drafter};
+    let model = || Box::new(CpuBackend::new(smol().model.clone(), 64, 16));
+    let mut target = model();
+    let mut kept = DraftModelDrafter::new(model());
+    let mut state = DraftState::default();
+    let mut tokens = smol().tokenizer.encode(CODE, true).unwrap();
+    let vocab = smol().model.config.vocab_size as u32;
+    let mut draft = |d: &mut DraftModelDrafter, st: &mut DraftState, t: &[u32], k: usize| {
+        let mut jobs = [DraftJob {
+            tokens: t,
+            k,
+            target_table: &[],
+            state: st,
+            draft: Vec::new(),
+        }];
+        d.draft(target.as_mut(), &mut jobs).unwrap();
+        std::mem::take(&mut jobs[0].draft)
+    };
+    let (mut compared, mut rejected) = (0, 0);
+    for step in 0..10 {
+        let k = 1 + step % 4;
+        let got = draft(&mut kept, &mut state, &tokens, k);
+        let mut fresh = DraftModelDrafter::new(model());
+        let want = draft(&mut fresh, &mut DraftState::default(), &tokens, k);
+        assert_eq!(
+            got, want,
+            "step {step}: drafts of the kept and a fresh draft model"
+        );
+        assert_eq!(got.len(), k);
+        compared += k;
+        // The verify accepts `a` drafts and picks a token other than the next draft (a
+        // rejection whenever a < k); the sequence's verified KV ends before that token.
+        let a = step % (k + 1);
+        tokens.extend_from_slice(&got[..a]);
+        let bonus = got.get(a).map_or(got[0], |&d| (d + 7) % vocab);
+        rejected += usize::from(a < k);
+        tokens.push(bonus);
+        kept.rollback(&mut state, tokens.len() - 1);
+        assert!(
+            state.computed < tokens.len(),
+            "the kept KV ends before the new token"
+        );
+    }
+    assert!(
+        compared >= 20 && rejected >= 5,
+        "{compared} drafts, {rejected} rejections"
+    );
+}

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 44] = [
+pub const KERNEL_DEFINES: [&str; 45] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -55,6 +55,7 @@ pub const KERNEL_DEFINES: [&str; 44] = [
     "QTC_GEMM_XASYNC",
     "QTC_SPLIT_BIG",
     "QTC_BIG_ROWS",
+    "QTC_DB_BIG",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -531,7 +532,7 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC, ATTN_KORDER and ATTN_KV16W are
+            // QTC_DB_BIG, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC, ATTN_KORDER and ATTN_KV16W are
             // switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH and
             // QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
@@ -544,6 +545,7 @@ impl ConfigArgs {
                     | "QLIN_MT"
                     | "QTC"
                     | "QTC_DB"
+                    | "QTC_DB_BIG"
                     | "QTC_TOKFAST"
                     | "QTC_GEMM"
                     | "QTC_Q8_0"

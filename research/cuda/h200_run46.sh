@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared in the eleventh session for the twelfth (not yet run): Nsight Compute on the four
+# Prepared in the eleventh session for the twelfth (run in the twelfth, M = 32 first): Nsight Compute on the four
 # kernels behind #7's open targets, with the H200 defaults (PDL = 1, QTC_XSPLIT = 2), each on the
 # fused gate+up [28672, 4096] alone (probe --kernel-shapes gate+up: 3 warm-up + 140 timed launches
 # per M, so --launch-skip 10 lands on a warm one):
@@ -21,8 +21,10 @@ prof() { # name regex dtype M
   grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc A|No Eligible|Warp Cycles Per Issued|L2 Hit|Block Limit (Reg|Shared)" \
     "$O/ncu-$1.txt" | head -16 | tee -a "$L"
 }
+step "kernel table, BF16 M = 1, 32 (every 8B shape)"
+timeout 60 $B probe --bench-kernels --kernel-dtypes bf16 --kernel-tokens 1,32 2>&1 | grep -E "^linear|^attn" | tee -a "$L"
+prof tc_m32 linear_tc_bf16 bf16 32
 prof q8_m1 linear_q8_0_r_m1 q8_0 1
 prof tc_m1 linear_tc_bf16 bf16 1
-prof tc_m32 linear_tc_bf16 bf16 32
 prof tcg_m1024 linear_tcg_bf16 bf16 1024
 step done

@@ -55,7 +55,8 @@ macro_rules! scalar_arg {
 }
 
 scalar_arg! {
-    i32 => |v| u64::from(v as u32),
+    // Sign-extended: the low 4 bytes (all an `int` parameter reads) are the same either way.
+    i32 => |v| v as i64 as u64,
     u32 => u64::from,
     i64 => |v| v as u64,
     u64 => |v| v,
@@ -79,8 +80,11 @@ impl<'a> Launch<'a> {
         }
     }
 
-    /// Appends the next argument.
-    pub fn arg<A: KernelArg + ?Sized>(&mut self, a: &A) -> &mut Self {
+    /// Appends the next argument. The argument is borrowed for the launch's lifetime `'a`, so a
+    /// buffer cannot be dropped (and freed in stream order) between `arg` and
+    /// [`Launch::launch`]: `b.arg(&temporary_buffer())` followed by a later `b.launch(..)` does
+    /// not compile.
+    pub fn arg<A: KernelArg + ?Sized>(&mut self, a: &'a A) -> &mut Self {
         self.vals.push(a.bits(self.dev.stream()));
         self
     }
