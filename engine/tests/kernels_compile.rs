@@ -180,7 +180,13 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 10] = [
+    let sets: [&[(&str, &str)]; 11] = [
+        &[
+            ("QTC_SK_WT", "2"),
+            ("QTC_SK_DB", "0"),
+            ("QTC_SK_WARPS", "16"),
+            ("QTC_XSPLIT", "3"),
+        ],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
         &[

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 45] = [
+pub const KERNEL_DEFINES: [&str; 50] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -56,6 +56,11 @@ pub const KERNEL_DEFINES: [&str; 45] = [
     "QTC_SPLIT_BIG",
     "QTC_BIG_ROWS",
     "QTC_DB_BIG",
+    "QTC_SK",
+    "QTC_SK_WARPS",
+    "QTC_SK_WT",
+    "QTC_SK_DB",
+    "QTC_SK_WAVES",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -532,8 +537,8 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_DB_BIG, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC, ATTN_KORDER and ATTN_KV16W are
-            // switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH and
+            // QTC_DB_BIG, QTC_SK, QTC_SK_DB, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC,
+            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH and
             // QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -546,6 +551,8 @@ impl ConfigArgs {
                     | "QTC"
                     | "QTC_DB"
                     | "QTC_DB_BIG"
+                    | "QTC_SK"
+                    | "QTC_SK_DB"
                     | "QTC_TOKFAST"
                     | "QTC_GEMM"
                     | "QTC_Q8_0"

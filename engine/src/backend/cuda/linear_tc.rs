@@ -18,6 +18,14 @@ pub const XI_CHUNK_BYTES: u32 = 224 * 16;
 /// linears (`ceil(k / 1024)` · [`XI_CHUNK_BYTES`] per token): 16 MiB, 334 tokens at k = 14,336.
 pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 
+/// f32 slice sums a stream's split-K buffer holds (QTC_SK = 1): slices · M · rows of one linear,
+/// 64 MiB (4 slices of 32 tokens of a 128,256-row LM head).
+pub const SK_SCRATCH_FLOATS: usize = 16 << 20;
+
+/// Dynamic shared memory one block may have on the devices we build for (sm_80 and sm_90: 227
+/// KiB); the split-K form falls back to the one-token family past it.
+const SK_SMEM_MAX: u32 = 227 << 10;
+
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
 
@@ -122,6 +130,12 @@ impl CudaDevice {
         if self.define("QTC_GEMM", 0) == 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
             return self.linear_tcg(x, w, ys, rows, m, split_canary);
         }
+        if self.define("QTC_SK", 0) == 1
+            && (9..=32).contains(&m)
+            && self.linear_tcs(x, w, ys, rows, m, split_canary)?
+        {
+            return Ok(());
+        }
         let nt: u32 = match m.div_ceil(8) {
             1 => 1,
             2 => 2,
@@ -147,6 +161,95 @@ impl CudaDevice {
             shared_mem_bytes: split * wt * nt * 512,
         };
         self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
+    }
+
+    /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1):
+    /// `linear_tcs_*` of kernels/linear_tc.cu writes each K slice's sums for runs of row tiles
+    /// against x staged once per block in shared memory, then `linear_tcs_reduce` adds the slices
+    /// in order and the bias; the same chain per element as the other forms, so the same bits.
+    /// Grid: (slices, row runs, token groups of 8 · NT) with about QTC_SK_WAVES (default 1)
+    /// blocks per SM; QTC_SK_WARPS warps (default 8). Returns `false` (nothing launched) when the
+    /// slice's staged x or the slice sums do not fit (shared memory, [`SK_SCRATCH_FLOATS`]).
+    /// Errors: another format, the buffer's allocation (out of device memory, or first use
+    /// inside a CUDA graph capture), a launch failure.
+    fn linear_tcs(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<bool> {
+        let (k, r) = (w.cols, w.rows);
+        let nt: u32 = if m <= 16 { 2 } else { 4 };
+        let s_full = self.tc_split(r).0;
+        let slices = if split_canary && m > 1 && s_full > 1 { s_full / 2 } else { s_full };
+        let nu = (k / 32) as u32;
+        let per = nu.div_ceil(slices);
+        let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
+        let smem = per * nt * parts * 512;
+        if smem > SK_SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
+            return Ok(false);
+        }
+        let func = match w.dtype {
+            DType::BF16 => format!("linear_tcs_bf16_n{nt}"),
+            DType::Q8_0 => format!("linear_tcs_q8_0_n{nt}"),
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let mut part = self.sk_part.lock().unwrap_or_else(|e| e.into_inner());
+        if part.is_none() {
+            let capturing = self.stream().capture_status().map_err(drv)?;
+            check(
+                capturing
+                    == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                || "split-K linear: the slice-sum buffer's first use is inside a graph capture".into(),
+            )?;
+            *part = Some(self.alloc::<f32>(SK_SCRATCH_FLOATS)?);
+        }
+        let part = part.as_ref().expect("allocated above");
+        let f = self.function("linear_tc.cu", &func)?;
+        if smem > 48 << 10 {
+            self.grant_smem(&func, &f, smem)?;
+        }
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let blocks = (self.info().sm_count.max(1) as u32) * self.define("QTC_SK_WAVES", 1).max(1);
+        let runs = blocks.div_ceil(slices).clamp(1, tiles);
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let si = slices as i32;
+        let null = 0u64;
+        let mut b = self.launcher(&f);
+        b.arg(x).arg(&w.data);
+        match &w.aux {
+            Some(aux) => b.arg(aux),
+            None => b.arg(&null),
+        };
+        b.arg(part).arg(&mi).arg(&ki).arg(&ri).arg(&si);
+        let cfg = LaunchConfig {
+            grid_dim: (slices, runs, (m as u32).div_ceil(8 * nt)),
+            block_dim: (32 * self.define("QTC_SK_WARPS", 8).max(1), 1, 1),
+            shared_mem_bytes: smem,
+        };
+        // SAFETY: linear_tcs_*(x, q, s, part, M, K, R, slices): x holds m·k f32 (checked by
+        // linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
+        // SK_SCRATCH_FLOATS f32 (checked above).
+        unsafe { b.launch(cfg) }?;
+        let red = self.function("linear_tc.cu", "linear_tcs_reduce")?;
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let mut b = self.launcher(&red);
+        b.arg(part);
+        push_bias_outs(&mut b, &w.bias, ys, &null);
+        b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&si);
+        let cfg = LaunchConfig {
+            grid_dim: ((m * r).div_ceil(256) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: linear_tcs_reduce(part, bias, y, y1, y2, R0, R1, M, K, R, slices): part as
+        // written above; outputs and their row split checked by linear_split.
+        unsafe { b.launch(cfg) }?;
+        Ok(true)
     }
 
     /// The tiled form of [`CudaDevice::linear_tc`] for many tokens (QTC_GEMM = 1 and m at

@@ -125,6 +125,9 @@ pub struct CudaDevice {
     /// ([`linear_tc::IMMA_SCRATCH_BYTES`], made on first use, never resized, so a CUDA graph
     /// captured over it stays valid). One per stream: streams run concurrently.
     digits: Mutex<Option<CudaSlice<u8>>>,
+    /// This stream's buffer of slice sums for the split-K tensor-core form (QTC_SK = 1;
+    /// [`linear_tc::SK_SCRATCH_FLOATS`], made on first use, never resized).
+    sk_part: Mutex<Option<CudaSlice<f32>>>,
     /// Whether launches carry programmatic stream serialization ([`launch`]): `PDL = 1` in the
     /// defines and compute capability 9.0 or more.
     pdl: bool,
@@ -203,6 +206,7 @@ impl CudaDevice {
             functions: Arc::new(Mutex::new(HashMap::new())),
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
+            sk_part: Mutex::new(None),
             pdl: false,
         };
         d.pdl = d.define("PDL", 0) == 1 && d.info.compute_capability.0 >= 9;
@@ -234,6 +238,7 @@ impl CudaDevice {
             functions: self.functions.clone(),
             smem_granted: self.smem_granted.clone(),
             digits: Mutex::new(None),
+            sk_part: Mutex::new(None),
             pdl: self.pdl,
         })
     }

@@ -315,8 +315,9 @@ fn check_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
 
 fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
-    // 130: past QTC_GEMM_MIN's default (64), two token blocks of the tiled form, one partial.
-    let ms = [1usize, 3, 8, 9, 33, 130];
+    // 9 and 32: the split-K form's two token widths (QTC_SK = 1); 130: past QTC_GEMM_MIN's
+    // default (64), two token blocks of the tiled form, one partial.
+    let ms = [1usize, 3, 8, 9, 32, 33, 130];
     let mmax = *ms.last().expect("ms");
     let mut out = Vec::new();
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
