@@ -546,6 +546,11 @@ LINEAR_TCG(linear_tcg_q8_0_big, TC_Q8_0, QTC_SPLIT_BIG)
 #ifndef QTC_SK_WT
 #define QTC_SK_WT 1
 #endif
+// Units whose weights a warp loads as one group (QTC_UNROLL's role; its own define because the
+// H200 defaults set QTC_UNROLL = 1 for the one-token form, which starved this one: run 51).
+#ifndef QTC_SK_UNROLL
+#define QTC_SK_UNROLL 4
+#endif
 #ifndef QTC_SK_DB
 #define QTC_SK_DB 1
 #endif
@@ -611,9 +616,9 @@ __device__ __forceinline__ void linear_tcs_impl(const float* __restrict__ x, con
             for (int n = 0; n < NT; ++n)
 #pragma unroll
                 for (int c = 0; c < 4; ++c) acc[w][n][c] = 0.0f;
-        auto load = [&](int ub, uint4 (&wv)[QTC_UNROLL][WT][WB], u32 (&sc)[QTC_UNROLL][WT]) {
+        auto load = [&](int ub, uint4 (&wv)[QTC_SK_UNROLL][WT][WB], u32 (&sc)[QTC_SK_UNROLL][WT]) {
 #pragma unroll
-            for (int j = 0; j < QTC_UNROLL; ++j) {
+            for (int j = 0; j < QTC_SK_UNROLL; ++j) {
                 const int u = ub + j;
 #pragma unroll
                 for (int w = 0; w < WT; ++w) {
@@ -631,16 +636,16 @@ __device__ __forceinline__ void linear_tcs_impl(const float* __restrict__ x, con
                 }
             }
         };
-        uint4 wv[QTC_UNROLL][WT][WB];
-        u32 sc[QTC_UNROLL][WT];
+        uint4 wv[QTC_SK_UNROLL][WT][WB];
+        u32 sc[QTC_SK_UNROLL][WT];
         if (QTC_SK_DB) load(u0, wv, sc);
-        for (int ub = u0; ub < u1; ub += QTC_UNROLL) {
-            uint4 nwv[QTC_UNROLL][WT][WB];
-            u32 nsc[QTC_UNROLL][WT];
-            if (QTC_SK_DB) load(ub + QTC_UNROLL, nwv, nsc);
+        for (int ub = u0; ub < u1; ub += QTC_SK_UNROLL) {
+            uint4 nwv[QTC_SK_UNROLL][WT][WB];
+            u32 nsc[QTC_SK_UNROLL][WT];
+            if (QTC_SK_DB) load(ub + QTC_SK_UNROLL, nwv, nsc);
             else load(ub, wv, sc);
 #pragma unroll
-            for (int j = 0; j < QTC_UNROLL; ++j) {
+            for (int j = 0; j < QTC_SK_UNROLL; ++j) {
                 const int u = ub + j;
                 if (u >= u1) break;
                 u32 bx[NT][4 * P];
@@ -684,7 +689,7 @@ __device__ __forceinline__ void linear_tcs_impl(const float* __restrict__ x, con
             }
             if (QTC_SK_DB) {
 #pragma unroll
-                for (int j = 0; j < QTC_UNROLL; ++j)
+                for (int j = 0; j < QTC_SK_UNROLL; ++j)
 #pragma unroll
                     for (int w = 0; w < WT; ++w) {
                         sc[j][w] = nsc[j][w];

@@ -184,7 +184,11 @@ impl CudaDevice {
         let (k, r) = (w.cols, w.rows);
         let nt: u32 = if m <= 16 { 2 } else { 4 };
         let s_full = self.tc_split(r).0;
-        let slices = if split_canary && m > 1 && s_full > 1 { s_full / 2 } else { s_full };
+        let slices = if split_canary && m > 1 && s_full > 1 {
+            s_full / 2
+        } else {
+            s_full
+        };
         let nu = (k / 32) as u32;
         let per = nu.div_ceil(slices);
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
@@ -203,7 +207,10 @@ impl CudaDevice {
             check(
                 capturing
                     == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
-                || "split-K linear: the slice-sum buffer's first use is inside a graph capture".into(),
+                || {
+                    "split-K linear: the slice-sum buffer's first use is inside a graph capture"
+                        .into()
+                },
             )?;
             *part = Some(self.alloc::<f32>(SK_SCRATCH_FLOATS)?);
         }
