@@ -548,8 +548,11 @@ LINEAR_TCG(linear_tcg_q8_0_big, TC_Q8_0, QTC_SPLIT_BIG)
 #endif
 // Units whose weights a warp loads as one group (QTC_UNROLL's role; its own define because the
 // H200 defaults set QTC_UNROLL = 1 for the one-token form, which starved this one: run 51).
+// 16 warps a block leave 128 registers a thread: 1 unit there (the double buffer makes it 2 in
+// flight); with fewer warps 4, or 2 with x in three parts (no spills:
+// engine/tests/kernels_compile.rs).
 #ifndef QTC_SK_UNROLL
-#define QTC_SK_UNROLL 4
+#define QTC_SK_UNROLL (QTC_SK_WARPS >= 16 ? 1 : QTC_XSPLIT >= 3 ? 2 : 4)
 #endif
 #ifndef QTC_SK_DB
 #define QTC_SK_DB 1

@@ -180,12 +180,19 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 11] = [
+    let sets: [&[(&str, &str)]; 13] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
             ("QTC_SK_WARPS", "16"),
             ("QTC_XSPLIT", "3"),
+        ],
+        // The split-K form as h200_run52.sh measures it: the H200's defines, 4 and 8 units.
+        &[("QTC_XSPLIT", "2"), ("QTC_UNROLL", "1")],
+        &[
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_SK_UNROLL", "8"),
         ],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],

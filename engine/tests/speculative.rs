@@ -206,6 +206,50 @@ fn policy_turns_speculation_off_mid_request() {
     );
 }
 
+/// Speculation the server's default chose pauses at its drafter's own break-even, counted
+/// with the verify rows; a request's explicit choice is not overridden. With a verify row
+/// costing 0.1 decode steps, SmolLM2 drafting for itself (a draft token costs a whole target
+/// step) can never pay: chosen by the policy it drafts nothing, asked for explicitly it drafts;
+/// a 1-layer self-draft (1/30 of a step a token) pays at low acceptance and still drafts under
+/// the policy. Output is plain decode's in every case.
+#[test]
+fn policy_choice_counts_the_drafters_cost_and_explicit_requests_win() {
+    let n = 12;
+    let greedy = SamplingParams::greedy();
+    let plain = run(&[(CODE.to_string(), greedy.clone(), None)], n);
+    let cfg = || SchedulerConfig {
+        max_batch_tokens: 64,
+        spec_row_cost: 0.1,
+        spec_min_acceptance: 0.0,
+        ..Default::default()
+    };
+    let draft = SpecParams::parse("draft", 4).unwrap();
+    let skip = SpecParams::parse("layerskip:1", 4).unwrap();
+    let mut drafted = Vec::new();
+    for spec in [draft, draft.by_policy(), skip.by_policy()] {
+        let got = run_cfg(
+            &[(CODE.to_string(), greedy.clone(), Some(spec))],
+            &[n],
+            cfg(),
+        );
+        assert_eq!(got[0].0, plain[0].0, "{spec:?}: tokens");
+        assert_eq!(bits(&got[0].1), bits(&plain[0].1), "{spec:?}: logits bits");
+        drafted.push(got[0].2);
+    }
+    assert!(
+        drafted[0] > 0,
+        "an explicit draft-model request drafts: {drafted:?}"
+    );
+    assert_eq!(
+        drafted[1], 0,
+        "the policy's draft model cannot pay: {drafted:?}"
+    );
+    assert!(
+        drafted[2] > 0,
+        "the policy's 1-layer self-draft pays: {drafted:?}"
+    );
+}
+
 #[test]
 fn ngram_k1_to_8_equals_plain_decode() {
     let n = 24;

@@ -11,8 +11,8 @@
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of k drafts
-//!   (k+1 rows) costs c(k) decode rows, measured at k = 1 and K = 4 and fitted as
-//!   `spec_verify_base` + k·`spec_row_cost` (`spec::verify_cost`; the base is above 1 where
+//!   (k+1 rows) costs c(k) decode rows, measured at k = 1, 2, 4 and 8 and fitted by least squares
+//!   as `spec_verify_base` + k·`spec_row_cost` (`spec::verify_cost`; the base is above 1 where
 //!   steps of more than one row take a slower kernel path). With n-gram drafting (no draft cost)
 //!   a verify pays while the expected tokens per verify, (1 − α^(k+1)) / (1 − α) at per-token
 //!   acceptance α (Leviathan et al. 2023, eq. 1), exceed c(k). `spec_min_acceptance` is the
@@ -49,15 +49,16 @@ pub struct TuneArgs {
     /// What to sweep: kernels, prefill, spec (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "kernels,prefill,spec")]
     pub what: Vec<String>,
-    /// Timed runs per candidate (N).
-    #[arg(long, default_value_t = 3)]
+    /// Timed runs per candidate (N; the boards ask for at least 5).
+    #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Tokens generated per decode measurement.
     #[arg(long, default_value_t = 64)]
     pub new_tokens: usize,
-    /// `memra gate --only` pattern run with the kept values before the file is written; "none"
-    /// skips the gates.
-    #[arg(long, default_value = "qwen3")]
+    /// `memra gate --only` patterns run with the kept values before the file is written; "none"
+    /// skips the gates. The default covers the BF16 qwen3 gates and the synthetic tiny models'
+    /// (Q8_0, Q4_K, Q6_K, BF16), so the quantized kernels' knobs are gated too.
+    #[arg(long, default_value = "qwen3,tiny")]
     pub gates: String,
     /// Directory of gate definitions (as `memra gate --gates-dir`).
     #[arg(long, default_value = "gates")]
@@ -69,6 +70,26 @@ pub struct TuneArgs {
     /// each decided value by a run of the same build, model, N and device) and sweep the rest.
     #[arg(long)]
     pub resume: bool,
+}
+
+/// Draft counts whose verify cost `memra tune --what spec` measures (k + 1 rows each) to fit
+/// `spec_verify_base` + k·`spec_row_cost`.
+const SPEC_FIT_DRAFTS: [usize; 4] = [1, 2, 4, 8];
+
+/// Least-squares fit of verify costs `c` (decode rows) at draft counts `k` as base + k·row, with
+/// row ≥ 0 and base ≥ 1 (a verify holds the decode row itself): `(base, row)`.
+fn fit_verify_cost(k: &[usize], c: &[f64]) -> (f64, f64) {
+    let n = k.len().min(c.len()).max(1) as f64;
+    let km = k.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let cm = c.iter().sum::<f64>() / n;
+    let sxx: f64 = k.iter().map(|&x| (x as f64 - km).powi(2)).sum();
+    let sxy: f64 = k
+        .iter()
+        .zip(c)
+        .map(|(&x, &y)| (x as f64 - km) * (y - cm))
+        .sum();
+    let row = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    ((cm - row * km).max(1.0), row)
 }
 
 /// A kept value as a kernel define's text (integers without quotes).
@@ -535,26 +556,38 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // base + k·row: a step of more than one row may take a slower kernel path (a fixed part),
         // and each further row adds its own (run 40 on the H200: 5 rows = 2.03 decode rows).
         let one = forward_ms(&mut engine, vocab, 1, 1, depth, reps)?;
-        let c1 = forward_ms(&mut engine, vocab, 1, 2, depth, reps)? / one;
-        let cost = forward_ms(&mut engine, vocab, 1, k + 1, depth, reps)? / one;
-        let row_cost = ((cost - c1) / (k - 1) as f64).max(0.0);
-        let base = (c1 - row_cost).max(1.0);
+        let mut costs = Vec::new();
+        for d in SPEC_FIT_DRAFTS {
+            costs.push(forward_ms(&mut engine, vocab, 1, d + 1, depth, reps)? / one);
+        }
+        let (base, row_cost) = fit_verify_cost(&SPEC_FIT_DRAFTS, &costs);
         let gain = |a: f64| (1.0 - a.powi(k as i32 + 1)) / (1.0 - a);
         let min_acc = f64::from(memra_engine::spec::break_even_acceptance(
             base as f32,
             row_cost as f32,
             16,
         ));
+        let listed = |v: &[f64]| {
+            v.iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         eprintln!(
-            "  verify of 2 rows = {c1:.2}, of {} rows = {cost:.2} decode rows: base {base:.2}, \
-             row {row_cost:.3}; break-even acceptance {min_acc:.2}",
-            k + 1
+            "  verify of k = {SPEC_FIT_DRAFTS:?} drafts = {} decode rows: base {base:.2}, row \
+             {row_cost:.3}; break-even acceptance {min_acc:.2}",
+            listed(&costs)
         );
         let fit = format!(
-            "verify of 2 and of K+1 = {} rows at depth {depth}: {c1:.3} and {cost:.3} decode rows, \
-             fitted as base + k·row",
-            k + 1
+            "verify of k = {SPEC_FIT_DRAFTS:?} drafts (k+1 rows) at depth {depth}: {} decode rows, \
+             fitted by least squares as base + k·row",
+            listed(&costs)
         );
+        let tried_k: Vec<(toml::Value, f64)> = SPEC_FIT_DRAFTS
+            .iter()
+            .zip(&costs)
+            .map(|(&d, &c)| (toml::Value::Integer(d as i64), c))
+            .collect();
         engine_vals.insert(
             "spec_min_acceptance".into(),
             tuned(
@@ -569,10 +602,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             "spec_row_cost".into(),
             tuned(
                 toml::Value::Float((row_cost * 1000.0).round() / 1000.0),
-                format!("{fit}: the cost of one more draft row"),
+                format!("{fit}: the cost of one more draft row (tried: k, median: verify cost)"),
                 "decode rows",
                 &[row_cost],
-                vec![],
+                tried_k,
             ),
         );
         engine_vals.insert(
@@ -693,4 +726,26 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     println!("{}", toml::to_string_pretty(&file)?);
     eprintln!("wrote {}", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_verify_cost;
+
+    #[test]
+    fn verify_cost_fit_is_least_squares_with_its_bounds() {
+        // Exactly linear: 1.5 + 0.1 k.
+        let (b, r) = fit_verify_cost(&[1, 2, 4, 8], &[1.6, 1.7, 1.9, 2.3]);
+        assert!((b - 1.5).abs() < 1e-9 && (r - 0.1).abs() < 1e-9, "{b} {r}");
+        // Noisy: the least-squares line, not the two end points.
+        // (k mean 3.75, c mean 2.15, Sxy 2.95, Sxx 28.75.)
+        let (b, r) = fit_verify_cost(&[1, 2, 4, 8], &[2.0, 1.8, 2.2, 2.6]);
+        assert!((r - 2.95 / 28.75).abs() < 1e-9, "{r}");
+        assert!((b - (2.15 - 2.95 / 28.75 * 3.75)).abs() < 1e-9, "{b}");
+        // Costs falling with k: no negative row cost (the base is then the mean); a base under
+        // 1 is raised to 1.
+        let (b, r) = fit_verify_cost(&[1, 2, 4, 8], &[1.3, 1.2, 1.1, 1.0]);
+        assert!((b - 1.15).abs() < 1e-9 && r == 0.0, "{b} {r}");
+        assert_eq!(fit_verify_cost(&[1, 2, 4, 8], &[0.5, 0.6, 0.8, 1.2]).0, 1.0);
+    }
 }

@@ -440,6 +440,12 @@ fn compare_flags_an_altered_reference() {
     let o = cmp("model.jsonl", &format!("{m}\n"));
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("has no cells measured"));
+    // So are rows measured under other engine settings (kernel defines, KV dtype).
+    let mut s = rows[0].clone();
+    s["settings"] = serde_json::json!({"kernel_defines": {"QTC": "1"}});
+    let o = cmp("settings.jsonl", &format!("{s}\n"));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("settings"));
 }
 
 /// `--vs` measures each anchor on each decode cell and records it in the row; an anchor that
@@ -494,27 +500,51 @@ fn ttft_vs_llama_cpp_records_prompt_ms() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let rows = b.rows(
-        "vs-ttft.jsonl",
-        &[
-            "ttft",
-            "--prompt-len",
-            "16,64",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--vs",
-            "llama.cpp,hf-eager",
-            "--llama-bench",
-            fake.to_str().unwrap(),
-        ],
-    );
+    let out = b.path("vs-ttft.jsonl");
+    let o = b.run(&[
+        "ttft",
+        "--prompt-len",
+        "16,64",
+        "--reps",
+        "4",
+        "--warmup",
+        "0",
+        "--vs",
+        "llama.cpp,hf-eager",
+        "--llama-bench",
+        fake.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Two rounds (the default), in alternating order: anchors then memra, memra then anchors.
+    let order: Vec<&str> = err
+        .lines()
+        .filter_map(|l| {
+            if l.starts_with("anchor llama.cpp") {
+                Some("A")
+            } else if l.starts_with("round ") && l.ends_with(": memra") {
+                Some("M")
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(order, ["A", "A", "M", "M", "A", "A"], "{err}");
+    let rows = read_rows(&out);
     assert_eq!(rows.len(), 2);
     for r in &rows {
+        // memra: 2 runs a round; the figure is over all 4, each round's median kept.
+        assert_eq!(r["n"].as_u64(), Some(4), "{r}");
+        let med = r["extra"]["rounds"].as_array().unwrap();
+        assert_eq!(med.len(), 2, "{r}");
         let a = &r["anchor"]["llama.cpp"];
         assert_eq!(a["unit"], "ms", "{a}");
         assert_eq!((f(a, "min"), f(a, "max")), (500.0, 1000.0), "{a}");
+        // The stand-in reports two repetitions a call: 4 runs over the two rounds.
+        assert_eq!(a["n"].as_u64(), Some(4), "{a}");
+        assert_eq!(a["rounds"], serde_json::json!([750.0, 750.0]), "{a}");
         let n = r["params"]["prompt_len"].as_u64().unwrap();
         assert_eq!(a["extra"]["n_prompt"].as_u64(), Some(n));
         assert!((f(a, "ratio") - f(r, "median") / f(a, "median")).abs() < 1e-12);

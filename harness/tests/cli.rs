@@ -78,6 +78,24 @@ fn gates_of_another_lane_are_named_as_skipped() {
         e.contains("no gates of the cpu lane match \"cuda-graphs\""),
         "{e}"
     );
+    // A comma-separated --only matches any of its patterns.
+    let e = failed(memra(&[
+        "gate",
+        "--lane",
+        "cpu",
+        "--only",
+        "cuda-graphs, backend-parity/llama-3.1-8b",
+        "--gates-dir",
+        gates.to_str().unwrap(),
+    ]));
+    for g in [
+        "cuda-graphs/qwen3",
+        "cuda-graphs/tiny-gemma3-q4k",
+        "backend-parity/llama-3.1-8b-q8",
+    ] {
+        assert!(e.contains(&format!("skip {g}: cuda lane only")), "{e}");
+    }
+    assert!(!e.contains("skip backend-parity/tiny"), "{e}");
     let e = failed(memra(&["gate", "--gates-dir", "/nonexistent/gates"]));
     assert!(
         e.contains("run from the repository root or pass --gates-dir"),
@@ -255,9 +273,10 @@ fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
         chunk["tried_medians"][i].as_float()
     );
     assert_eq!(chunk["n"].as_integer(), Some(2));
-    // The verify costs of 2 and 5 rows (in the metric) fitted as base + k·row, and the
-    // break-even acceptance: the lowest a at which some k of 1..16 has 1 + a + … + a^k at least
-    // base + k·row (each rounded as written).
+    // The verify costs of k = 1, 2, 4, 8 drafts (the row cost's tried / tried_medians) fitted by
+    // least squares as base + k·row (row ≥ 0, base ≥ 1), and the break-even acceptance: the
+    // lowest a at which some k of 1..16 has 1 + a + … + a^k at least base + k·row (each
+    // rounded as written).
     let engine = &t["engine"];
     let value = |k: &str| engine[k]["value"].as_float().unwrap();
     let (base, row, a) = (
@@ -265,25 +284,29 @@ fn tune_writes_defaults_with_provenance_that_the_engine_loads() {
         value("spec_row_cost"),
         value("spec_min_acceptance"),
     );
-    let metric = engine["spec_row_cost"]["metric"].as_str().unwrap();
-    let nums: Vec<f64> = metric
-        .split(": ")
-        .nth(1)
+    let rc = &engine["spec_row_cost"];
+    let ks: Vec<f64> = rc["tried"]
+        .as_array()
         .unwrap()
-        .split(" decode rows")
-        .next()
-        .unwrap()
-        .split(" and ")
-        .map(|x| x.parse().unwrap())
+        .iter()
+        .map(|v| v.as_integer().unwrap() as f64)
         .collect();
-    let (c1, c4) = (nums[0], nums[1]);
+    let cs: Vec<f64> = rc["tried_medians"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_float().unwrap())
+        .collect();
+    assert_eq!(ks, [1.0, 2.0, 4.0, 8.0], "{rc}");
+    assert!(cs.iter().all(|c| *c > 0.0), "{rc}");
+    let (km, cm) = (ks.iter().sum::<f64>() / 4.0, cs.iter().sum::<f64>() / 4.0);
+    let sxx: f64 = ks.iter().map(|k| (k - km).powi(2)).sum();
+    let sxy: f64 = ks.iter().zip(&cs).map(|(k, c)| (k - km) * (c - cm)).sum();
+    let want_row = (sxy / sxx).max(0.0);
+    assert!((row - want_row).abs() < 2e-3, "{rc}: row {row}");
     assert!(
-        (row - ((c4 - c1) / 3.0).max(0.0)).abs() < 2e-3,
-        "{metric}: row {row}"
-    );
-    assert!(
-        (base - (c1 - row).max(1.0)).abs() < 2e-3,
-        "{metric}: base {base}"
+        (base - (cm - want_row * km).max(1.0)).abs() < 2e-3,
+        "{rc}: base {base}"
     );
     let pays = |a: f64| {
         (1..=16).any(|k| (0..=k).map(|i| a.powi(i)).sum::<f64>() >= base + k as f64 * row - 1e-3)

@@ -19,7 +19,7 @@ timed model is built in --dtype: in bf16 the two differ by rounding alone (fused
 projections), which 32 random-weight layers grow to a few per cent of the logits (run 34 on the
 H200: 4.9e-2 relative, greedy tokens apart), so a bf16 comparison cannot tell a bug from noise.
 
-Prints one JSON line: {"anchor", "unit": "tok/s", "n", "median", "min", "max", "torch",
+Prints one JSON line: {"anchor", "unit": "tok/s", "n", "median", "min", "max", "samples", "torch",
 "transformers": null, "device", "compiled"}.
 
 Usage: gpt_fast_decode.py --model DIR [--batch B] [--depth D] [--new-tokens N] [--reps R]
@@ -199,6 +199,7 @@ def main() -> int:
                 "median": statistics.median(rates),
                 "min": min(rates),
                 "max": max(rates),
+                "samples": rates,
                 "torch": torch.__version__,
                 "transformers": None,
                 "device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",

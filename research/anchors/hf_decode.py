@@ -2,7 +2,8 @@
 """Decode-speed anchor for `memra bench decode --vs hf-eager|gpt-fast`.
 
 Runs HF transformers on an HF checkpoint directory and prints one JSON line:
-{"anchor", "unit": "tok/s", "n", "median", "min", "max", "torch", "transformers", "device"}.
+{"anchor", "unit": "tok/s", "n", "median", "min", "max", "samples", "torch", "transformers",
+"device"}.
 
 Decode tok/s is measured the way memra measures it: the time of a generation of N new tokens
 minus the time of the same generation stopped after 1 token (prefill plus the first token), for
@@ -91,6 +92,7 @@ def main() -> int:
                 "median": statistics.median(samples),
                 "min": min(samples),
                 "max": max(samples),
+                "samples": samples,
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
                 "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",

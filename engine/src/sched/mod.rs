@@ -44,7 +44,8 @@ pub struct SchedulerConfig {
     /// Stop speculating for a sequence whose estimated per-token acceptance (the probability a
     /// draft token is accepted given the ones before it were) falls below this; it probes again
     /// every 16 steps. `memra tune` writes the break-even acceptance of its measured verify costs
-    /// ([`spec::break_even_acceptance`]).
+    /// ([`spec::break_even_acceptance`]). Speculation the server's default chose (not the
+    /// request) pauses below the larger of this and its drafter's own break-even.
     pub spec_min_acceptance: f32,
     /// Cost of one more verify row, in decode steps of one sequence (a verify of k drafts costs
     /// about `spec_verify_base` + k × this, [`spec::verify_cost`]). With the sequence's
@@ -73,7 +74,7 @@ impl Default for SchedulerConfig {
 }
 
 enum Cmd {
-    Submit(Submit),
+    Submit(Box<Submit>),
     Cancel(RequestId),
     Shutdown,
 }
@@ -213,7 +214,7 @@ impl SchedulerHandle {
                 retry_after_secs: 1,
             });
         }
-        self.tx.send(Cmd::Submit(s)).map_err(|_| {
+        self.tx.send(Cmd::Submit(Box::new(s))).map_err(|_| {
             self.queued.fetch_sub(1, Ordering::SeqCst);
             SubmitError::Stopped
         })
@@ -271,6 +272,9 @@ struct Seq {
     accepted: u32,
     /// Steps left before a probe when speculation is paused.
     spec_pause: u32,
+    /// The acceptance floor of its request's speculation ([`Core::spec_floor`]), computed at
+    /// its first speculative step.
+    spec_floor: Option<f32>,
     /// Decayed counts of draft positions verified and accepted (a rejection ends a draft): the
     /// per-token acceptance estimate ([`Seq::acceptance`]) behind the draft length and the
     /// pause.
@@ -317,6 +321,7 @@ impl Seq {
             drafted: 0,
             accepted: 0,
             spec_pause: 0,
+            spec_floor: None,
             spec_trials: 2.0,
             spec_hits: 2.0,
             draft_state: DraftState::default(),
@@ -417,7 +422,8 @@ impl Core {
 
     fn command(&mut self, c: Cmd) -> bool {
         match c {
-            Cmd::Submit(mut s) => {
+            Cmd::Submit(s) => {
+                let mut s = *s;
                 let id = s.id;
                 if self.reqs.contains_key(&id) {
                     self.queued.fetch_sub(1, Ordering::SeqCst);

@@ -37,7 +37,20 @@ impl Core {
         if s.choice == 0 && s.tokens.len() == s.prompt_len && self.reqs[&s.req].s.n > 1 {
             return (0, None);
         }
-        if s.acceptance() < self.cfg.spec_min_acceptance && s.spec_pause > 0 {
+        let floor = match s.spec_floor {
+            Some(f) => f,
+            None => {
+                let f = self.spec_floor(spec);
+                self.running[i].spec_floor = Some(f);
+                f
+            }
+        };
+        let s = &self.running[i];
+        // A policy choice whose drafter cannot pay at any acceptance stays plain.
+        if floor >= 1.0 {
+            return (0, None);
+        }
+        if s.acceptance() < floor && s.spec_pause > 0 {
             self.running[i].spec_pause -= 1;
             return (0, None);
         }
@@ -50,6 +63,26 @@ impl Core {
             spec.k,
         );
         (k.min(budget.saturating_sub(1)).min(room), Some(spec.method))
+    }
+
+    /// The per-token acceptance under which a sequence with `spec` pauses speculation:
+    /// `spec_min_acceptance` for an explicit request (the request's choice wins over the cost
+    /// model); for the server's default, the larger of that and the break-even acceptance of
+    /// this drafter at the request's k, its drafting cost counted with the verify rows
+    /// ([`crate::spec::break_even_acceptance`]); 1.0 (never pays) makes the sequence decode
+    /// plainly. With `spec_row_cost` ≤ 0 the cost model is off and the floor is
+    /// `spec_min_acceptance` either way. Only speed depends on it: output is unchanged.
+    pub(super) fn spec_floor(&self, spec: crate::spec::SpecParams) -> f32 {
+        let min = self.cfg.spec_min_acceptance;
+        if spec.explicit || self.cfg.spec_row_cost <= 0.0 {
+            return min;
+        }
+        let row = self.cfg.spec_row_cost + self.draft_cost(spec.method).max(0.0);
+        min.max(crate::spec::break_even_acceptance(
+            self.cfg.spec_verify_base,
+            row,
+            spec.k,
+        ))
     }
 
     /// Cost of drafting one token with `method`, in decode steps of the target: 0 for n-gram
@@ -352,7 +385,7 @@ impl Core {
         s.record_verify(draft.len(), accepted);
         // The same per-token estimate the tune's break-even acceptance is stated in (a verify of
         // k drafts accepting a fraction of them is a different quantity).
-        if s.acceptance() < self.cfg.spec_min_acceptance {
+        if s.acceptance() < s.spec_floor.unwrap_or(self.cfg.spec_min_acceptance) {
             s.spec_pause = 16;
         }
         let computed = s.computed;

@@ -37,6 +37,12 @@ pub struct SpecParams {
     pub method: SpecMethod,
     /// Most draft tokens per verify (1..=16).
     pub k: usize,
+    /// True when the request asked for this speculation itself (the `speculative` extension,
+    /// `memra run --spec`); false when the server's default policy chose it
+    /// ([`SpecParams::by_policy`]). A policy choice also pauses below the break-even acceptance
+    /// that counts its drafter's own cost, and does not speculate at all when no acceptance
+    /// pays for it; an explicit one pauses only below `spec_min_acceptance`.
+    pub explicit: bool,
 }
 
 impl SpecParams {
@@ -72,7 +78,19 @@ impl SpecParams {
         if method == (SpecMethod::LayerSkip { layers: 0 }) {
             return Err("layerskip needs a layer count, e.g. layerskip:8".into());
         }
-        Ok(SpecParams { method, k })
+        Ok(SpecParams {
+            method,
+            k,
+            explicit: true,
+        })
+    }
+
+    /// The same settings as the server's default rather than the request's own choice.
+    pub fn by_policy(self) -> SpecParams {
+        SpecParams {
+            explicit: false,
+            ..self
+        }
     }
 }
 

@@ -154,26 +154,43 @@ pub fn interleaved(
             base.reps
         );
         for rep in 0..base.reps {
-            let warmup = if rep == 0 { base.warmup } else { 0 };
-            for r in run_other(bin, &flags, base, warmup, &tmp)? {
-                let key = (r.scenario.clone(), r.params.to_string());
-                let median = r.median;
-                theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
+            // BIN is a new process every run, so every run of it warms up; this build keeps its
+            // engine between runs and warms up once. The order alternates (BIN first on even
+            // runs), so neither side always follows the other.
+            let other = |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>| -> Result<()> {
+                for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
+                    let key = (r.scenario.clone(), r.params.to_string());
+                    let median = r.median;
+                    theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
+                }
+                Ok(())
+            };
+            if rep % 2 == 0 {
+                other(&mut theirs)?;
             }
             let mut one = a.clone();
             one.reps = 1;
-            one.warmup = warmup;
+            one.warmup = if rep == 0 { base.warmup } else { 0 };
             for row in measure(*sc, &one, ctx)? {
                 let key = (row.scenario.to_string(), row.params.to_string());
                 let median = row.stats.median;
                 ours.entry(key).or_insert((row, Vec::new())).1.push(median);
+            }
+            if rep % 2 == 1 {
+                other(&mut theirs)?;
             }
         }
     }
     let rows = ours
         .into_values()
         .map(|(mut row, v)| {
+            let first = row.stats.median;
             row.stats = Stats::of(&v);
+            // The achieved GB/s was the first run's: rescale it to the median of all.
+            if first > 0.0 {
+                row.gbps = row.gbps.map(|g| g * row.stats.median / first);
+                row.bw_fraction = row.gbps.map(|g| g / row.copy_gbps);
+            }
             row
         })
         .collect();

@@ -10,13 +10,15 @@
 //!   `torch.compile(mode="reduce-overhead", fullgraph=True)`), checked against transformers'
 //!   logits and greedy tokens by its `--check`.
 //! - `llama.cpp`: `llama-bench` (path from `--llama-bench`) on the same GGUF file, text
-//!   generation of the same length after the same depth (`-d`), all layers offloaded, flash
-//!   attention on; batch 1 only (llama-bench decodes one sequence). For ttft cells, prompt
-//!   processing of the same length (`-p N -n 0`), its tok/s turned into ms for the prompt (the
-//!   HF anchors time decode only).
+//!   generation of the same length after the same depth (`-d`), flash attention on; on a GPU
+//!   all layers offloaded, on the CPU none, with memra's thread count (`-t`); batch 1 only
+//!   (llama-bench decodes one sequence). For ttft cells, prompt processing of the same length
+//!   (`-p N -n 0`), its tok/s turned into ms for the prompt (the HF anchors time decode only).
 //!
-//! Anchors run before memra builds its engine (memra's KV cache takes most of the device memory,
-//! and a pooled allocator need not hand it back), so both see the same device.
+//! The comparison is interleaved in rounds (`--rounds`, bench/rounds.rs): each round runs the
+//! anchors and memra's cells in alternating order with part of the reps, and memra's engine is
+//! dropped at the end of every round (its KV cache takes most of the device memory), so an
+//! anchor never runs beside it and both see the same device.
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -57,6 +59,9 @@ pub struct Inputs<'a> {
     pub llama_bench: &'a str,
     /// The repository (for research/anchors/).
     pub repo: &'a Path,
+    /// CPU runs: memra's worker threads, which llama.cpp then gets too (`-t`, no layers
+    /// offloaded); None on a GPU (every layer offloaded).
+    pub cpu_threads: Option<usize>,
 }
 
 fn hf_dir(inp: &Inputs) -> Result<PathBuf> {
@@ -73,11 +78,11 @@ fn hf_dir(inp: &Inputs) -> Result<PathBuf> {
     )
 }
 
-/// Median/min/max of `v` as the JSON the rows carry.
+/// Median/min/max of `v` (and `v` itself, so rounds can be merged) as the JSON the rows carry.
 fn summary(name: &str, unit: &str, v: &[f64], extra: Value) -> Value {
     let s = super::rows::Stats::of(v);
     json!({"name": name, "unit": unit, "n": s.n, "median": s.median, "min": s.min, "max": s.max,
-           "extra": extra})
+           "samples": v, "extra": extra})
 }
 
 /// Measures `anchor` on `cell`; the JSON goes into the row's `anchor` field (with the ratio
@@ -122,7 +127,7 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
                 .with_context(|| format!("{}: output {line:?}", script.display()))?;
             Ok(
                 json!({"name": v["anchor"], "unit": "tok/s", "n": v["n"], "median": v["median"],
-                      "min": v["min"], "max": v["max"],
+                      "min": v["min"], "max": v["max"], "samples": v["samples"],
                       "extra": {"torch": v["torch"], "transformers": v["transformers"],
                                 "device": v["device"]}}),
             )
@@ -145,21 +150,17 @@ pub fn measure(anchor: Anchor, cell: &Cell, inp: &Inputs) -> Result<Value> {
             } else {
                 (0, cell.new_tokens)
             };
-            let out = Command::new(inp.llama_bench)
-                .arg("-m")
+            let mut cmd = Command::new(inp.llama_bench);
+            cmd.arg("-m")
                 .arg(inp.path)
                 .args(["-p", &p.to_string(), "-n", &n.to_string()])
                 .args(["-d", &cell.depth.to_string()])
-                .args([
-                    "-r",
-                    &cell.reps.to_string(),
-                    "-ngl",
-                    "99",
-                    "-fa",
-                    "1",
-                    "-o",
-                    "json",
-                ])
+                .args(["-r", &cell.reps.to_string(), "-fa", "1", "-o", "json"]);
+            match inp.cpu_threads {
+                Some(t) => cmd.args(["-ngl", "0", "-t", &t.to_string()]),
+                None => cmd.args(["-ngl", "99"]),
+            };
+            let out = cmd
                 .output()
                 .with_context(|| format!("running {} (set --llama-bench)", inp.llama_bench))?;
             if !out.status.success() {

@@ -42,6 +42,10 @@ pub struct RefRow {
     pub max: f64,
     #[serde(default)]
     pub time: u64,
+    /// The engine settings the row was measured under (`Env::settings`): a cell measured under
+    /// other kernel defines or KV dtype is another cell.
+    #[serde(default)]
+    pub settings: Option<Value>,
 }
 
 /// How a cell compares.
@@ -159,6 +163,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         if r.device != env.device
             || r.backend != env.backend
             || r.model != env.model
+            || r.settings != env.settings
             || base.scenario.is_some_and(|s| s.name() != r.scenario)
         {
             skipped += 1;
@@ -171,8 +176,8 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     }
     if cells.is_empty() {
         bail!(
-            "{} has no cells measured on {} ({}) with {} ({skipped} rows of other devices, \
-             backends, models or scenarios)",
+            "{} has no cells measured on {} ({}) with {} under this run's settings ({skipped} \
+             rows of other devices, backends, models, settings or scenarios)",
             reference.display(),
             ctx.env.device,
             ctx.env.backend,
@@ -406,6 +411,7 @@ mod tests {
             min,
             max,
             time: 0,
+            settings: None,
         }
     }
 

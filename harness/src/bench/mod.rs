@@ -15,6 +15,7 @@ mod against;
 mod anchors;
 mod compare;
 mod prefix;
+mod rounds;
 mod rows;
 mod sched;
 mod serve;
@@ -126,6 +127,11 @@ pub struct BenchArgs {
     /// The llama-bench binary for `--vs llama.cpp`.
     #[arg(long, default_value = "llama-bench")]
     pub llama_bench: String,
+    /// With --vs: rounds the comparison is interleaved in (each runs every anchor and memra's
+    /// cells, in alternating order, with --reps split between them); figures are over all the
+    /// rounds' runs, each round's median kept in the row.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
 }
 
 /// The load generator of `memra bench serve` (boxed in [`BenchArgs`] to keep it small).
@@ -280,6 +286,12 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
+    if args.reps < 5 {
+        tracing::warn!(
+            reps = args.reps,
+            "fewer timed runs than the 5 a board figure asks for (DESIGN.md §5)"
+        );
+    }
     if !args.vs.is_empty()
         && args.compare.is_none()
         && !matches!(args.scenario, Some(Scenario::Decode | Scenario::Ttft))
@@ -317,10 +329,38 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         ctx.env.copy_gbps,
         out.display()
     );
-    // The anchors run first, before memra builds its engine: memra's KV cache takes most of the
-    // device memory (gpu_memory_utilization) and a pooled allocator need not hand it back.
-    let anchored = measure_anchors(args, &ctx);
-    let mut rows = measure(scenario, args, &mut ctx)?;
+    // With anchors, rounds alternate their order (anchors then memra, memra then anchors, ...)
+    // and split the reps between them, so drift during the call hits both sides alike. memra's
+    // engine is dropped at the end of each round: its KV cache takes most of the device memory
+    // (gpu_memory_utilization), which an anchor's process needs.
+    let rounds = if args.vs.is_empty() {
+        1
+    } else {
+        args.rounds.max(1)
+    };
+    let round_args = BenchArgs {
+        reps: args.reps.div_ceil(rounds),
+        ..args.clone()
+    };
+    let (mut row_rounds, mut anchor_rounds) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let memra_first = r % 2 == 1;
+        if !memra_first {
+            anchor_rounds.push(measure_anchors(&round_args, &ctx));
+        }
+        if rounds > 1 {
+            eprintln!("round {} of {rounds}: memra", r + 1);
+        }
+        row_rounds.push(measure(scenario, &round_args, &mut ctx)?);
+        if !args.vs.is_empty() {
+            ctx.engine = None;
+        }
+        if memra_first {
+            anchor_rounds.push(measure_anchors(&round_args, &ctx));
+        }
+    }
+    let mut rows = rounds::merge_rows(row_rounds);
+    let anchored = rounds::merge_anchors(anchor_rounds);
     for row in rows.iter_mut() {
         // An anchor cell's params are the row's, or (ttft: without prefill_chunk) a part of them.
         let Some((_, all)) = anchored.iter().find(|(params, _)| {
@@ -359,6 +399,7 @@ fn measure_anchors(args: &BenchArgs, ctx: &Ctx) -> Vec<(serde_json::Value, serde
         python: &ctx.cfg.python,
         llama_bench: &args.llama_bench,
         repo: &repo,
+        cpu_threads: (ctx.env.backend == "cpu").then_some(ctx.env.threads),
     };
     let mut out = Vec::new();
     if args.vs.is_empty() {
@@ -451,19 +492,22 @@ fn decode(
                 }
             }
             let stats = Stats::of(&samples);
+            let kept = samples.clone();
             // Bytes one decode step reads: every weight once, plus each sequence's KV so far
             // (at the median depth of the run).
             let kv = env.kv_bytes_per_token * batch * (depth + args.new_tokens / 2);
             let step_bytes = (env.weight_bytes + kv) as f64;
             let steps_per_s = stats.median / batch as f64;
             let gbps = step_bytes * steps_per_s / 1e9;
-            rows.push(env.row(
+            let mut row = env.row(
                 "decode",
                 serde_json::json!({"batch": batch, "depth": depth, "new_tokens": args.new_tokens}),
                 stats,
                 "tok/s",
                 Some(gbps),
-            ));
+            );
+            row.samples = kept;
+            rows.push(row);
         }
     }
     Ok(rows)
@@ -496,13 +540,15 @@ fn ttft(
                 samples.push(secs * 1e3);
             }
         }
-        rows.push(env.row(
+        let mut row = env.row(
             "ttft",
             serde_json::json!({"prompt_len": len, "prefill_chunk": engine.prefill_chunk}),
             Stats::of(&samples),
             "ms",
             None,
-        ));
+        );
+        row.samples = samples;
+        rows.push(row);
     }
     Ok(rows)
 }

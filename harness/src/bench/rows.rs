@@ -107,14 +107,25 @@ pub struct Row {
     /// counts, acceptance); absent when a scenario has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<serde_json::Value>,
+    /// The timed runs behind `stats` (decode, ttft), kept in memory so the rounds of an
+    /// interleaved comparison can be merged; not written.
+    #[serde(skip)]
+    pub samples: Vec<f64>,
 }
 
 impl Env {
     /// Measures the copy bandwidth of the device the configuration selects and reads the rest
     /// (no engine is built: the scenarios that run a scheduler or a server build their own).
     pub fn measure(cfg: &Config, loaded: &LoadedModel, path: &Path) -> Result<Env> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cuda = crate::backends::use_cuda(cfg)?;
+        // The CPU backend's worker threads (`threads`, 0 = one per core) are a condition of
+        // every CPU figure; a CUDA run records the host's cores.
+        let threads = if !cuda && cfg.threads > 0 {
+            cfg.threads
+        } else {
+            cores
+        };
         let (device, copy_gbps) = if cuda {
             let pool = crate::backends::CudaPool::get(cfg)?;
             let d = pool.device();
@@ -196,6 +207,7 @@ impl Env {
             settings: self.settings.clone(),
             anchor: None,
             extra: None,
+            samples: Vec::new(),
         }
     }
 }

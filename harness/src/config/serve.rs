@@ -41,7 +41,8 @@ pub struct ServeConfig {
     /// Speculation for requests that do not carry the `speculative` extension: "off",
     /// "ngram[:N]", "layerskip:L" or "draft" (needs `draft_model`). The scheduler's policy
     /// (`spec_row_cost`, `spec_min_acceptance`, `spec_max_running`) still picks each step's draft
-    /// length, 0 included; output is the same either way (docs/DESIGN.md §3).
+    /// length, 0 included, and pauses a sequence below the break-even acceptance that counts
+    /// the drafter's own cost; output is the same either way (docs/DESIGN.md §3).
     pub speculative: String,
     /// Most draft tokens per verify for `speculative` (1..=16).
     pub speculative_k: usize,
@@ -76,6 +77,7 @@ impl ServeConfig {
         if self.speculative == "off" {
             return Ok(None);
         }
-        memra_engine::spec::SpecParams::parse(&self.speculative, self.speculative_k).map(Some)
+        memra_engine::spec::SpecParams::parse(&self.speculative, self.speculative_k)
+            .map(|s| Some(s.by_policy()))
     }
 }

@@ -136,7 +136,11 @@ fn kv_cache_dtype_is_f32_or_f16() {
 fn serve_speculative_default_and_validation() {
     use memra_engine::spec::{SpecMethod, SpecParams};
     let d = Config::default().serve.default_spec().unwrap();
-    assert_eq!(d, Some(SpecParams::parse("ngram", 4).unwrap()));
+    assert_eq!(d, Some(SpecParams::parse("ngram", 4).unwrap().by_policy()));
+    assert!(
+        !d.unwrap().explicit,
+        "the server's default is the policy's choice"
+    );
     let with = |m: &str, k: Option<usize>, draft: Option<&str>| {
         ConfigArgs {
             speculative: Some(m.into()),

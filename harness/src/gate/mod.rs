@@ -27,7 +27,7 @@ pub struct GateArgs {
     /// Lane: cpu (the reference backend) or cuda.
     #[arg(long, default_value = "cpu")]
     pub lane: String,
-    /// Run only gates whose name contains this.
+    /// Run only gates whose name contains this (a comma-separated list: any of them).
     #[arg(long)]
     pub only: Option<String>,
     /// Run each gate's canary (a deliberately broken arm) instead; fails if any canary stays green.
@@ -92,9 +92,11 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
     let (gates, other_lane): (Vec<GateSpec>, Vec<GateSpec>) = spec::load_dir(&args.gates_dir)?
         .into_iter()
         .filter(|g| {
-            args.only
-                .as_ref()
-                .is_none_or(|o| g.name.contains(o.as_str()))
+            args.only.as_ref().is_none_or(|o| {
+                o.split(',')
+                    .map(str::trim)
+                    .any(|p| !p.is_empty() && g.name.contains(p))
+            })
         })
         .partition(|g| g.lanes.contains(&args.lane));
     for g in &other_lane {
