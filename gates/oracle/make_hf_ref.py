@@ -12,10 +12,16 @@ Models:
   gemma-3-270m                 GGUF (gemma3 arch, base model)
   qwen2.5-coder-0.5b-instruct  GGUF (qwen2 arch)
   qwen3-random                 bf16 safetensors from make_qwen3_random.py --seed 0, loaded in float32
+  synth-tiny-{llama,qwen2,qwen3,gemma3}
+                               bf16 safetensors written by `memra synth --shape tiny-X --dtype bf16
+                               --format safetensors --seed 0` (pass each with --synth NAME=DIR;
+                               the gates' `synth:tiny-X:bf16` holds the same values), loaded in
+                               float32: HF reads memra's synthetic checkpoints and agrees with them
 
 Usage:
   python3 gates/oracle/make_hf_ref.py [--models-dir /tmp/models] [--qwen3-dir DIR]
                                       [--only NAME ...] [--out gates/oracle/hf_ref]
+                                      [--synth synth-tiny-llama=DIR ...]
 If --qwen3-dir is not given (or has no config.json) the checkpoint is generated
 into a temporary directory with make_qwen3_random.py --seed 0.
 
@@ -269,13 +275,16 @@ def main():
     ap.add_argument("--qwen3-dir", default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "hf_ref"))
     ap.add_argument("--only", nargs="*", choices=ALL_MODELS)
+    ap.add_argument("--synth", nargs="*", default=[], metavar="NAME=DIR",
+                    help="also (or, with --only, instead) memra synth checkpoints: NAME=DIR each")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave default)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     os.makedirs(args.out, exist_ok=True)
-    names = args.only or ALL_MODELS
+    synth = dict(x.split("=", 1) for x in args.synth)
+    names = (args.only or ([] if synth else ALL_MODELS)) + list(synth)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, threads {torch.get_num_threads()}")
 
     for name in names:
@@ -292,6 +301,21 @@ def main():
             instruct = spec["instruct"]
             if meta["arch"] == "gemma3":
                 print("  gemma norm check:\n" + "\n".join(check_gemma_norms(model, norms)))
+        elif name in synth:
+            sdir = synth[name]
+            tok = AutoTokenizer.from_pretrained(sdir)
+            model = AutoModelForCausalLM.from_pretrained(sdir, dtype=torch.float32, attn_implementation="eager").eval()
+            shape = name.removeprefix("synth-")
+            source = f"memra synth --shape {shape} --dtype bf16 --format safetensors --seed 0"
+            source_sha = {
+                f: sha256_file(os.path.join(sdir, f))
+                for f in sorted(os.listdir(sdir))
+                if f.endswith((".json", ".safetensors"))
+            }
+            add_bos, bos_id = False, None
+            with open(os.path.join(sdir, "tokenizer_config.json")) as f:
+                chat_template = json.load(f).get("chat_template")
+            instruct = chat_template is not None
         else:
             qdir = args.qwen3_dir
             if not qdir or not os.path.exists(os.path.join(qdir, "config.json")):

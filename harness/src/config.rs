@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 50] = [
+pub const KERNEL_DEFINES: [&str; 51] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -61,6 +61,7 @@ pub const KERNEL_DEFINES: [&str; 50] = [
     "QTC_SK_WT",
     "QTC_SK_DB",
     "QTC_SK_WAVES",
+    "QTC_SK_UNROLL",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",

@@ -71,7 +71,9 @@ pub struct Tuned {
     pub median: f64,
     pub min: f64,
     pub max: f64,
-    /// Every candidate tried, in the order tried, and its median (`tried_medians`).
+    /// Every candidate tried, in the order tried, and its median (`tried_medians`); for a value
+    /// fitted from measurements rather than chosen (`spec_row_cost`), the points measured (the
+    /// draft counts) and their figures.
     #[serde(default)]
     pub tried: Vec<toml::Value>,
     #[serde(default)]

@@ -77,7 +77,9 @@ pub struct TuneArgs {
 const SPEC_FIT_DRAFTS: [usize; 4] = [1, 2, 4, 8];
 
 /// Least-squares fit of verify costs `c` (decode rows) at draft counts `k` as base + k·row, with
-/// row ≥ 0 and base ≥ 1 (a verify holds the decode row itself): `(base, row)`.
+/// row ≥ 0 and base ≥ 1 (a verify holds the decode row itself): `(base, row)`. Where the free
+/// fit breaks a bound, the bound holds and the other is fitted alone: row = 0 gives base = the
+/// mean cost; base = 1 gives row = Σ k (c − 1) / Σ k².
 fn fit_verify_cost(k: &[usize], c: &[f64]) -> (f64, f64) {
     let n = k.len().min(c.len()).max(1) as f64;
     let km = k.iter().map(|&x| x as f64).sum::<f64>() / n;
@@ -89,7 +91,13 @@ fn fit_verify_cost(k: &[usize], c: &[f64]) -> (f64, f64) {
         .map(|(&x, &y)| (x as f64 - km) * (y - cm))
         .sum();
     let row = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
-    ((cm - row * km).max(1.0), row)
+    let base = cm - row * km;
+    if base >= 1.0 {
+        return (base, row);
+    }
+    let skk: f64 = k.iter().map(|&x| (x as f64).powi(2)).sum();
+    let skc: f64 = k.iter().zip(c).map(|(&x, &y)| x as f64 * (y - 1.0)).sum();
+    (1.0, if skk > 0.0 { (skc / skk).max(0.0) } else { 0.0 })
 }
 
 /// A kept value as a kernel define's text (integers without quotes).
@@ -552,7 +560,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if args.what.iter().any(|w| w == "spec") && !engine_vals.contains_key("spec_max_running") {
         let (k, alpha) = (4usize, 0.6f64);
         let depth = 256;
-        // Verify costs of 1 and K drafts (2 and K+1 rows) in decode rows, fitted as
+        // Verify costs of k = 1, 2, 4, 8 drafts (k+1 rows) in decode rows, fitted as
         // base + k·row: a step of more than one row may take a slower kernel path (a fixed part),
         // and each further row adds its own (run 40 on the H200: 5 rows = 2.03 decode rows).
         let one = forward_ms(&mut engine, vocab, 1, 1, depth, reps)?;
@@ -746,6 +754,14 @@ mod tests {
         // 1 is raised to 1.
         let (b, r) = fit_verify_cost(&[1, 2, 4, 8], &[1.3, 1.2, 1.1, 1.0]);
         assert!((b - 1.15).abs() < 1e-9 && r == 0.0, "{b} {r}");
-        assert_eq!(fit_verify_cost(&[1, 2, 4, 8], &[0.5, 0.6, 0.8, 1.2]).0, 1.0);
+        // (Σ k (c − 1) = −0.5 − 0.8 − 0.8 + 1.6 = −0.5 < 0: row 0 too; a steeper one is
+        // refitted through base 1.)
+        assert_eq!(
+            fit_verify_cost(&[1, 2, 4, 8], &[0.5, 0.6, 0.8, 1.2]),
+            (1.0, 0.0)
+        );
+        let (b, r) = fit_verify_cost(&[1, 2, 4, 8], &[0.9, 1.4, 2.2, 3.8]);
+        let want = (-0.1 + 2.0 * 0.4 + 4.0 * 1.2 + 8.0 * 2.8) / 85.0;
+        assert!(b == 1.0 && (r - want).abs() < 1e-9, "{b} {r} {want}");
     }
 }

@@ -23,7 +23,8 @@ struct Planned {
 
 impl Core {
     /// Draft tokens sequence `i` may verify this step: 0 when it does not speculate (no spec
-    /// request, still in prefill, too many sequences running, a paused low-acceptance streak).
+    /// request, still in prefill, too many sequences running, a policy drafter that cannot pay,
+    /// a paused low-acceptance streak).
     fn spec_budget(&mut self, i: usize, budget: usize) -> (usize, Option<SpecMethod>) {
         let s = &self.running[i];
         let Some(spec) = self.reqs.get(&s.req).and_then(|r| r.s.spec) else {

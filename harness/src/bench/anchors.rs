@@ -16,9 +16,11 @@
 //!   (`-p N -n 0`), its tok/s turned into ms for the prompt (the HF anchors time decode only).
 //!
 //! The comparison is interleaved in rounds (`--rounds`, bench/rounds.rs): each round runs the
-//! anchors and memra's cells in alternating order with part of the reps, and memra's engine is
-//! dropped at the end of every round (its KV cache takes most of the device memory), so an
-//! anchor never runs beside it and both see the same device.
+//! anchors and memra's cells in alternating order with part of the reps (rounded up: each round
+//! runs at least one), and memra's engine is dropped at the end of every round, which frees its
+//! KV cache (most of the device memory) before an anchor runs. Its uploaded weights stay
+//! resident, idle, for the process (the weight pool shares them between engines), so from the
+//! second round on an anchor has that much less device memory; nothing of memra runs meanwhile.
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;

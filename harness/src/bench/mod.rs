@@ -127,9 +127,9 @@ pub struct BenchArgs {
     /// The llama-bench binary for `--vs llama.cpp`.
     #[arg(long, default_value = "llama-bench")]
     pub llama_bench: String,
-    /// With --vs: rounds the comparison is interleaved in (each runs every anchor and memra's
-    /// cells, in alternating order, with --reps split between them); figures are over all the
-    /// rounds' runs, each round's median kept in the row.
+    /// With --vs (ignored otherwise): rounds the comparison is interleaved in (each runs every
+    /// anchor and memra's cells, in alternating order, with --reps split between them, rounded
+    /// up); figures are over all the rounds' runs, each round's median kept in the row.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
 }
@@ -330,9 +330,9 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         out.display()
     );
     // With anchors, rounds alternate their order (anchors then memra, memra then anchors, ...)
-    // and split the reps between them, so drift during the call hits both sides alike. memra's
-    // engine is dropped at the end of each round: its KV cache takes most of the device memory
-    // (gpu_memory_utilization), which an anchor's process needs.
+    // and split the reps between them (rounded up), so drift during the call hits both sides
+    // alike. memra's engine is dropped at the end of each round: its KV cache takes most of the
+    // device memory (gpu_memory_utilization), which an anchor's process needs (anchors.rs).
     let rounds = if args.vs.is_empty() {
         1
     } else {

@@ -93,9 +93,9 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         .into_iter()
         .filter(|g| {
             args.only.as_ref().is_none_or(|o| {
-                o.split(',')
-                    .map(str::trim)
-                    .any(|p| !p.is_empty() && g.name.contains(p))
+                let mut pats = o.split(',').map(str::trim).filter(|p| !p.is_empty());
+                // An empty pattern (as before lists) matches every gate.
+                o.trim().is_empty() || pats.any(|p| g.name.contains(p))
             })
         })
         .partition(|g| g.lanes.contains(&args.lane));
