@@ -247,6 +247,17 @@ def load_gguf(models_dir, spec):
     return path, tok, model
 
 
+def load_hf_dir(d):
+    """An HF safetensors checkpoint directory in float32 (eager attention): tokenizer, model, the
+    sha256 of its .json and .safetensors files, and its chat template (None without one)."""
+    tok = AutoTokenizer.from_pretrained(d)
+    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    sha = {f: sha256_file(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith((".json", ".safetensors"))}
+    with open(os.path.join(d, "tokenizer_config.json")) as f:
+        chat_template = json.load(f).get("chat_template")
+    return tok, model, sha, chat_template
+
+
 def check_gemma_norms(model, gguf_norms):
     """Does transformers subtract 1 from GGUF Gemma norm weights (HF Gemma computes x * (1 + w))?"""
     hf = {
@@ -302,19 +313,10 @@ def main():
             if meta["arch"] == "gemma3":
                 print("  gemma norm check:\n" + "\n".join(check_gemma_norms(model, norms)))
         elif name in synth:
-            sdir = synth[name]
-            tok = AutoTokenizer.from_pretrained(sdir)
-            model = AutoModelForCausalLM.from_pretrained(sdir, dtype=torch.float32, attn_implementation="eager").eval()
+            tok, model, source_sha, chat_template = load_hf_dir(synth[name])
             shape = name.removeprefix("synth-")
             source = f"memra synth --shape {shape} --dtype bf16 --format safetensors --seed 0"
-            source_sha = {
-                f: sha256_file(os.path.join(sdir, f))
-                for f in sorted(os.listdir(sdir))
-                if f.endswith((".json", ".safetensors"))
-            }
             add_bos, bos_id = False, None
-            with open(os.path.join(sdir, "tokenizer_config.json")) as f:
-                chat_template = json.load(f).get("chat_template")
             instruct = chat_template is not None
         else:
             qdir = args.qwen3_dir
@@ -325,17 +327,9 @@ def main():
                     [sys.executable, os.path.join(HERE, "make_qwen3_random.py"), "--out", qdir, "--seed", "0"],
                     check=True,
                 )
-            tok = AutoTokenizer.from_pretrained(qdir)
-            model = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float32, attn_implementation="eager").eval()
+            tok, model, source_sha, chat_template = load_hf_dir(qdir)
             source = "gates/oracle/make_qwen3_random.py --seed 0"
-            source_sha = {
-                f: sha256_file(os.path.join(qdir, f))
-                for f in sorted(os.listdir(qdir))
-                if f.endswith((".json", ".safetensors"))
-            }
             add_bos, bos_id = False, None
-            with open(os.path.join(qdir, "tokenizer_config.json")) as f:
-                chat_template = json.load(f)["chat_template"]
             instruct = True
         assert model.dtype == torch.float32
         print(f"  loaded in {time.time() - t0:.1f}s; add_bos={add_bos} bos_id={bos_id} "
