@@ -155,8 +155,9 @@ pub fn interleaved(
         );
         for rep in 0..base.reps {
             // BIN is a new process every run, so every run of it warms up; this build keeps its
-            // engine between runs and warms up once. The order alternates (BIN first on even
-            // runs), so neither side always follows the other.
+            // engine between decode and ttft runs and warms those up once (serve, spec and
+            // prefix build theirs every run, so every run warms up). The order alternates (BIN
+            // first on even runs), so neither side always follows the other.
             let other = |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>| -> Result<()> {
                 for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
                     let key = (r.scenario.clone(), r.params.to_string());
@@ -170,7 +171,12 @@ pub fn interleaved(
             }
             let mut one = a.clone();
             one.reps = 1;
-            one.warmup = if rep == 0 { base.warmup } else { 0 };
+            let keeps_engine = matches!(sc, Scenario::Decode | Scenario::Ttft);
+            one.warmup = if rep == 0 || !keeps_engine {
+                base.warmup
+            } else {
+                0
+            };
             for row in measure(*sc, &one, ctx)? {
                 let key = (row.scenario.to_string(), row.params.to_string());
                 let median = row.stats.median;
@@ -184,13 +190,8 @@ pub fn interleaved(
     let rows = ours
         .into_values()
         .map(|(mut row, v)| {
-            let first = row.stats.median;
-            row.stats = Stats::of(&v);
-            // The achieved GB/s was the first run's: rescale it to the median of all.
-            if first > 0.0 {
-                row.gbps = row.gbps.map(|g| g * row.stats.median / first);
-                row.bw_fraction = row.gbps.map(|g| g / row.copy_gbps);
-            }
+            // The row's GB/s was its first run's: restat rescales it to the median of all.
+            row.restat(v);
             row
         })
         .collect();

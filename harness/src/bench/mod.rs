@@ -492,7 +492,6 @@ fn decode(
                 }
             }
             let stats = Stats::of(&samples);
-            let kept = samples.clone();
             // Bytes one decode step reads: every weight once, plus each sequence's KV so far
             // (at the median depth of the run).
             let kv = env.kv_bytes_per_token * batch * (depth + args.new_tokens / 2);
@@ -506,7 +505,7 @@ fn decode(
                 "tok/s",
                 Some(gbps),
             );
-            row.samples = kept;
+            row.samples = samples;
             rows.push(row);
         }
     }

@@ -31,13 +31,7 @@ pub fn merge_rows(rounds: Vec<Vec<Row>>) -> Vec<Row> {
         if samples.is_empty() {
             continue;
         }
-        let old = row.stats.median;
-        row.stats = Stats::of(&samples);
-        if old > 0.0 {
-            row.gbps = row.gbps.map(|g| g * row.stats.median / old);
-            row.bw_fraction = row.gbps.map(|g| g / row.copy_gbps);
-        }
-        row.samples = samples;
+        row.restat(samples);
         let mut extra = row.extra.take().unwrap_or_else(|| json!({}));
         if let Some(m) = extra.as_object_mut() {
             m.insert("rounds".into(), json!(medians));
@@ -48,10 +42,11 @@ pub fn merge_rows(rounds: Vec<Vec<Row>>) -> Vec<Row> {
 }
 
 /// The anchors of every round (per cell: params and {anchor name: figure}), merged per cell and
-/// anchor: median/min/max/n over all rounds' `samples` with `rounds` = each round's median. An
-/// anchor that failed in any round is recorded by its first error (with `failed_rounds`); one
-/// whose figures carry no samples keeps the first round's figure and the medians. One round is
-/// returned as it is.
+/// anchor: median/min/max/n over the `samples` of the rounds it ran in, with `rounds` = each of
+/// those rounds' median. Rounds in which it failed leave their first `error` and their count
+/// (`failed_rounds`) beside the figure; when every round failed the figure is that error. One
+/// whose figures carry no samples keeps the first good round's figure and the medians. One round
+/// is returned as it is.
 pub fn merge_anchors(rounds: Vec<Vec<(Value, Value)>>) -> Vec<(Value, Value)> {
     let mut it = rounds.into_iter();
     let Some(mut out) = it.next() else {
@@ -82,15 +77,16 @@ pub fn merge_anchors(rounds: Vec<Vec<(Value, Value)>>) -> Vec<(Value, Value)> {
 
 /// One anchor's figures on one cell, a round each, as one figure (see [`merge_anchors`]).
 fn merge_figures(figs: &[Value]) -> Value {
-    let failed = figs.iter().filter(|f| f.get("error").is_some()).count();
-    if let Some(err) = figs.iter().find(|f| f.get("error").is_some()) {
-        let mut e = err.clone();
-        e["failed_rounds"] = json!(failed);
+    let (bad, good): (Vec<&Value>, Vec<&Value>) =
+        figs.iter().partition(|f| f.get("error").is_some());
+    let Some(first) = good.first() else {
+        // Every round failed: the first error.
+        let mut e = figs[0].clone();
+        e["failed_rounds"] = json!(figs.len());
         e["rounds"] = json!(figs.len());
         return e;
-    }
-    let medians: Vec<Value> = figs.iter().map(|f| f["median"].clone()).collect();
-    let samples: Option<Vec<f64>> = figs
+    };
+    let samples: Option<Vec<f64>> = good
         .iter()
         .map(|f| {
             f["samples"]
@@ -100,7 +96,7 @@ fn merge_figures(figs: &[Value]) -> Value {
         })
         .collect::<Option<Vec<Vec<f64>>>>()
         .map(|v| v.concat());
-    let mut out = figs[0].clone();
+    let mut out = (*first).clone();
     if let Some(all) = samples.filter(|s| !s.is_empty()) {
         let s = Stats::of(&all);
         out["n"] = json!(s.n);
@@ -109,7 +105,12 @@ fn merge_figures(figs: &[Value]) -> Value {
         out["max"] = json!(s.max);
         out["samples"] = json!(all);
     }
-    out["rounds"] = json!(medians);
+    out["rounds"] = json!(good.iter().map(|f| f["median"].clone()).collect::<Vec<_>>());
+    if let Some(e) = bad.first() {
+        // Some rounds failed: the others' figure, with the first error beside it.
+        out["error"] = e["error"].clone();
+        out["failed_rounds"] = json!(bad.len());
+    }
     out
 }
 
@@ -144,12 +145,24 @@ mod tests {
             (Some(10.0), Some(20.0))
         );
         assert_eq!(l["rounds"], json!([11.0, 15.5]));
+        // A round that failed leaves the other's figure, with its error beside it.
         let g = &m[0].1["gpt-fast"];
-        assert_eq!(g["error"], "oom");
         assert_eq!(
-            (g["failed_rounds"].as_u64(), g["rounds"].as_u64()),
-            (Some(1), Some(2))
+            (g["median"].as_f64(), g["n"].as_u64()),
+            (Some(5.0), Some(1))
         );
+        assert_eq!(g["error"], "oom");
+        assert_eq!(g["failed_rounds"].as_u64(), Some(1));
+        assert_eq!(g["rounds"], json!([5.0]));
+        // Every round failed: the error alone.
+        let err = json!({"name": "x", "error": "no binary"});
+        let m = merge_anchors(vec![
+            vec![(p.clone(), json!({ "x": err }))],
+            vec![(p.clone(), json!({ "x": err }))],
+        ]);
+        assert_eq!(m[0].1["x"]["error"], "no binary");
+        assert!(m[0].1["x"].get("median").is_none());
+        assert_eq!(m[0].1["x"]["failed_rounds"].as_u64(), Some(2));
         // No samples (an older anchor script): the first figure, with the medians beside it.
         let old = |m: f64| json!({"median": m, "min": m, "max": m, "n": 1});
         let m = merge_anchors(vec![

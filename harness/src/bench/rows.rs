@@ -113,6 +113,20 @@ pub struct Row {
     pub samples: Vec<f64>,
 }
 
+impl Row {
+    /// Replaces the figure by the stats of `samples` (all the runs of a cell measured in parts),
+    /// keeping them; the achieved GB/s, linear in the median, is rescaled to the new median.
+    pub fn restat(&mut self, samples: Vec<f64>) {
+        let old = self.stats.median;
+        self.stats = Stats::of(&samples);
+        if old > 0.0 {
+            self.gbps = self.gbps.map(|g| g * self.stats.median / old);
+            self.bw_fraction = self.gbps.map(|g| g / self.copy_gbps);
+        }
+        self.samples = samples;
+    }
+}
+
 impl Env {
     /// Measures the copy bandwidth of the device the configuration selects and reads the rest
     /// (no engine is built: the scenarios that run a scheduler or a server build their own).
