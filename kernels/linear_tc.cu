@@ -64,6 +64,26 @@
 #ifndef QTC_DB_BIG
 #define QTC_DB_BIG QTC_DB
 #endif
+// The Q8_0 entries' own load groups: a Q8_0 unit is 16 bytes a lane where a BF16 unit is 32, so
+// at the same QTC_UNROLL a Q8_0 warp has half the bytes in flight (run 52 on the H200: QTC_UNROLL
+// = 2 took the Q8_0 q/o [4096, 4096] at M = 1 from 10.7 to 9.7 us and down from 30.1 to 25.8,
+// while the 4-slice gate+up with QTC_DB_BIG got slower, 42.9 -> 52.5). QTC_Q8_UNROLL: the
+// one-token entry `linear_tc_q8_0_n1`; QTC_Q8_UNROLL_NT: `_n2` and `_n4` (at 16 warps a block
+// they have 128 registers a thread and hold 16 or 32 tokens' sums: 4 units spill there);
+// QTC_Q8_UNROLL_BIG and QTC_Q8_DB_BIG: `_n1_big` (as QTC_DB_BIG; the big `_n2`/`_n4` keep
+// QTC_UNROLL and QTC_DB). Loads only: no bits change.
+#ifndef QTC_Q8_UNROLL
+#define QTC_Q8_UNROLL QTC_UNROLL
+#endif
+#ifndef QTC_Q8_UNROLL_NT
+#define QTC_Q8_UNROLL_NT QTC_UNROLL
+#endif
+#ifndef QTC_Q8_UNROLL_BIG
+#define QTC_Q8_UNROLL_BIG QTC_UNROLL
+#endif
+#ifndef QTC_Q8_DB_BIG
+#define QTC_Q8_DB_BIG QTC_DB_BIG
+#endif
 
 // Grid order: 0 = row tiles fastest (blockIdx.x), so the blocks running together share a token
 // group and each row tile's weights come from memory once per token group; 1 = token groups
@@ -108,12 +128,13 @@ __device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
-// QTC_DB, or QTC_DB_BIG for `_n1_big`.
+// QTC_DB, or QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
+// for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG).
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
 // block: 32 * S; dynamic shared memory: S * QTC_WT * NT * 512 bytes.
-template <int F, int NT, int S, int DB>
+template <int F, int NT, int S, int DB, int U>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                int M, int K, int R, int split_canary) {
@@ -136,10 +157,10 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int c = 0; c < 4; ++c) acc[w][n][c] = 0.0f;
-    // Weights of units ub .. ub + QTC_UNROLL of each row tile (zeros past the slice or R).
-    auto load = [&](int ub, uint4 (&wv)[QTC_UNROLL][QTC_WT][WB], u32 (&sc)[QTC_UNROLL][QTC_WT]) {
+    // Weights of units ub .. ub + U of each row tile (zeros past the slice or R).
+    auto load = [&](int ub, uint4 (&wv)[U][QTC_WT][WB], u32 (&sc)[U][QTC_WT]) {
 #pragma unroll
-        for (int j = 0; j < QTC_UNROLL; ++j) {
+        for (int j = 0; j < U; ++j) {
             const int u = ub + j;
 #pragma unroll
             for (int w = 0; w < QTC_WT; ++w) {
@@ -158,16 +179,16 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         }
     };
     // DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
-    uint4 wv[QTC_UNROLL][QTC_WT][WB];
-    u32 sc[QTC_UNROLL][QTC_WT];
+    uint4 wv[U][QTC_WT][WB];
+    u32 sc[U][QTC_WT];
     if (DB) load(u0, wv, sc);
-    for (int ub = u0; ub < u1; ub += QTC_UNROLL) {
-        uint4 nwv[QTC_UNROLL][QTC_WT][WB];
-        u32 nsc[QTC_UNROLL][QTC_WT];
-        if (DB) load(ub + QTC_UNROLL, nwv, nsc);
+    for (int ub = u0; ub < u1; ub += U) {
+        uint4 nwv[U][QTC_WT][WB];
+        u32 nsc[U][QTC_WT];
+        if (DB) load(ub + U, nwv, nsc);
         else load(ub, wv, sc);
 #pragma unroll
-        for (int j = 0; j < QTC_UNROLL; ++j) {
+        for (int j = 0; j < U; ++j) {
             const int u = ub + j;
             if (u >= u1) break;
             // B fragments of this unit: token m0 + 8n + g, k = 32u + 16h + 2t (+8 for reg 1).
@@ -218,7 +239,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
             }
         }
 #pragma unroll
-        for (int j = 0; j < QTC_UNROLL; ++j)
+        for (int j = 0; j < U; ++j)
 #pragma unroll
             for (int w = 0; w < QTC_WT; ++w) {
                 if (!DB) continue;
@@ -252,26 +273,26 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
-#define LINEAR_TC(name, F, NT, S, DB)                                                               \
+#define LINEAR_TC(name, F, NT, S, DB, U)                                                            \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
              int split_canary) { pdl_entry();                                                      \
-        linear_tc_impl<F, NT, S, DB>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);              \
+        linear_tc_impl<F, NT, S, DB, U>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);           \
     }
 
-LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT, QTC_DB)
-LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT, QTC_DB)
-LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB)
-LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_DB)
-LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB)
-LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB)
+LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL)
+LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
+LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 #if QTC_SPLIT_BIG > 0
-LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG, QTC_DB_BIG)
-LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG, QTC_DB)
-LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG, QTC_DB)
-LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG, QTC_DB_BIG)
-LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB)
-LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB)
+LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG, QTC_DB_BIG, QTC_UNROLL)
+LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG, QTC_Q8_DB_BIG, QTC_Q8_UNROLL_BIG)
+LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 #endif
 
 // ---------------------------------------------------------------------------------------------

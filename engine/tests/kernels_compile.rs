@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 13] = [
+    let sets: [&[(&str, &str)]; 15] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -193,6 +193,27 @@ fn linear_switches_compile() {
             ("QTC_XSPLIT", "2"),
             ("QTC_UNROLL", "1"),
             ("QTC_SK_UNROLL", "8"),
+        ],
+        // The Q8_0 tensor-core entries' own load groups, as h200_run54.sh measures them (the
+        // H200's defines with QTC_Q8_0 = 1).
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_DB_BIG", "1"),
+            ("QTC_Q8_UNROLL", "4"),
+            ("QTC_Q8_UNROLL_NT", "2"),
+            ("QTC_Q8_UNROLL_BIG", "2"),
+        ],
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_Q8_UNROLL", "8"),
+            ("QTC_Q8_UNROLL_BIG", "4"),
+            ("QTC_Q8_DB_BIG", "0"),
         ],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 51] = [
+pub const KERNEL_DEFINES: [&str; 55] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -62,6 +62,10 @@ pub const KERNEL_DEFINES: [&str; 51] = [
     "QTC_SK_DB",
     "QTC_SK_WAVES",
     "QTC_SK_UNROLL",
+    "QTC_Q8_UNROLL",
+    "QTC_Q8_UNROLL_NT",
+    "QTC_Q8_UNROLL_BIG",
+    "QTC_Q8_DB_BIG",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -538,8 +542,8 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_DB_BIG, QTC_SK, QTC_SK_DB, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts; QLIN_M1_PREFETCH and
+            // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC,
+            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts, QTC_SK 0 to 2; QLIN_M1_PREFETCH and
             // QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -552,7 +556,7 @@ impl ConfigArgs {
                     | "QTC"
                     | "QTC_DB"
                     | "QTC_DB_BIG"
-                    | "QTC_SK"
+                    | "QTC_Q8_DB_BIG"
                     | "QTC_SK_DB"
                     | "QTC_TOKFAST"
                     | "QTC_GEMM"
@@ -564,6 +568,10 @@ impl ConfigArgs {
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
+                Ok(n) if k == "QTC_SK" && n <= 2 => {}
+                _ if k == "QTC_SK" => anyhow::bail!(
+                    "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix) or \"2\" (the BF16 QTC_SPLIT_BIG matrices only) (got {v:?})"
+                ),
                 Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_SPLIT_BIG") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")

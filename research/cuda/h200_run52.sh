@@ -20,6 +20,7 @@ set -u
 B=$1; O=$2; L=$O/log.txt
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
+cp target/parts/smol.00 /tmp/smol.00 2>/dev/null && echo "stashed smol.00 for run 53" | tee -a "$L"
 mk() { local n=$1; shift; { echo "[kernel_defines]"; for kv in "$@"; do echo "${kv%%=*} = \"${kv#*=}\""; done; } > /tmp/c-$n.toml; }
 layer() { awk -v m=$2 '$1=="linear" && $6==m && ($5=="q/o"||$5=="qkv"||$5=="gate+up"||$5=="down") {s+=$7; n++} END {if (n==4) print s; else print 999999}' "$1"; }
 mk base; mk tc QTC_Q8_0=1; mk tcu2 QTC_Q8_0=1 QTC_UNROLL=2; mk tcdb QTC_Q8_0=1 QTC_DB=1; mk tcs8 QTC_Q8_0=1 QTC_SPLIT=8

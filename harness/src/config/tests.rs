@@ -89,12 +89,20 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_SPLIT_BIG = \"0\"",
         "QTC_SPLIT_BIG = \"4\"",
         "QTC_BIG_ROWS = \"16384\"",
+        "QTC_SK = \"2\"",
+        "QTC_Q8_UNROLL = \"2\"",
+        "QTC_Q8_UNROLL_NT = \"2\"",
+        "QTC_Q8_UNROLL_BIG = \"4\"",
+        "QTC_Q8_DB_BIG = \"0\"",
     ] {
         let c = resolve(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");
     }
     for (bad, says) in [
         ("QTC = \"2\"", "\"0\" or \"1\""),
+        ("QTC_SK = \"3\"", "BF16 QTC_SPLIT_BIG matrices only"),
+        ("QTC_Q8_DB_BIG = \"2\"", "\"0\" or \"1\""),
+        ("QTC_Q8_UNROLL = \"0\"", "positive integer"),
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
         ("QTC_SPLIT = \"0\"", "positive integer"),

@@ -130,7 +130,12 @@ impl CudaDevice {
         if self.define("QTC_GEMM", 0) == 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
             return self.linear_tcg(x, w, ys, rows, m, split_canary);
         }
-        if self.define("QTC_SK", 0) == 1
+        // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
+        // (H200, M = 32: BF16 gate+up 102 -> 93 us, run 52, while the 4096-row matrices are
+        // 1.4-1.7x slower; the Q8_0 gate+up 90 -> 99 us, run 55).
+        let sk = self.define("QTC_SK", 0);
+        let sk_big = w.dtype == DType::BF16 && self.tc_split(r).1 == "_big";
+        if (sk == 1 || (sk == 2 && sk_big))
             && (9..=32).contains(&m)
             && self.linear_tcs(x, w, ys, rows, m, split_canary)?
         {
@@ -163,7 +168,8 @@ impl CudaDevice {
         self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
     }
 
-    /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1):
+    /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1, or 2 for the
+    /// BF16 QTC_SPLIT_BIG matrices only):
     /// `linear_tcs_*` of kernels/linear_tc.cu writes each K slice's sums for runs of row tiles
     /// against x staged once per block in shared memory, then `linear_tcs_reduce` adds the slices
     /// in order and the bias; the same chain per element as the other forms, so the same bits.
