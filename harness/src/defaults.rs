@@ -184,12 +184,14 @@ pub fn apply(cfg: &mut Config) -> Result<()> {
 /// "auto": the embedded file for the current device (logging once when there is none); "none":
 /// no file; else the file at that path. Errors: a file that cannot be read or parsed.
 pub fn chosen(cfg: &Config) -> Result<Option<(String, DeviceDefaults)>> {
+    /// Set once the portable-defaults line is logged (`memra tune` resolves the file twice).
+    static PORTABLE_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     Ok(match cfg.device_defaults.as_str() {
         "none" => None,
         "auto" => {
             let dev = current_device(cfg)?;
             let found = embedded_for(&dev)?;
-            if found.is_none() {
+            if found.is_none() && !PORTABLE_SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::info!(
                     device = dev.name.as_str(),
                     "no tuned defaults for this device (boards/defaults/{}.toml); running portable defaults",

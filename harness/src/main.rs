@@ -71,7 +71,12 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMRA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // Warnings from everything; memra's own start-up lines (which defaults file is
+                // used or that the portable defaults run, the CUDA device, each served model) at
+                // info. `MEMRA_LOG` replaces the whole filter.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,memra=info,memra_engine=info")
+                }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -207,21 +207,37 @@ fn probe_cpu() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("device        cpu ({})", cuda::NO_DRIVER);
     println!("cores         {cores}");
-    let bw = cpu_copy_bandwidth();
-    println!("memory copy   {bw:.1} GB/s (256 MiB, one thread, read + write, best of 5)");
+    let one = cpu_copy_bandwidth(1);
+    println!("memory copy   {one:.1} GB/s (256 MiB, one thread, read + write, best of 5)");
+    if cores > 1 {
+        let all = cpu_copy_bandwidth(cores);
+        println!("memory copy   {all:.1} GB/s (256 MiB, {cores} threads, read + write, best of 5)");
+    }
 }
 
-/// One thread copying 256 MiB, read + write, best of 5, in GB/s: a floor for what one decode
-/// thread can stream.
-pub fn cpu_copy_bandwidth() -> f64 {
+/// `threads` threads copying one 256 MiB buffer to another, each its own contiguous share,
+/// started together; read + write bytes over the slowest share's time, best of 5, in GB/s.
+/// With one thread: a floor for what one decode thread can stream; with the CPU backend's
+/// thread count: the copy bandwidth its decode figures are compared with. `threads` 0 counts as
+/// 1.
+pub fn cpu_copy_bandwidth(threads: usize) -> f64 {
     let n = 256usize << 20;
+    let threads = threads.max(1);
     let src = vec![1u8; n];
     let mut dst = vec![0u8; n];
-    dst.copy_from_slice(&src);
+    let share = n.div_ceil(threads);
+    let copy = |dst: &mut [u8]| {
+        std::thread::scope(|s| {
+            for (d, c) in dst.chunks_mut(share).zip(src.chunks(share)) {
+                s.spawn(move || d.copy_from_slice(std::hint::black_box(c)));
+            }
+        });
+    };
+    copy(&mut dst);
     let mut best = f64::MAX;
     for _ in 0..5 {
         let t = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(&src));
+        copy(&mut dst);
         std::hint::black_box(&dst);
         best = best.min(t.elapsed().as_secs_f64());
     }

@@ -6,7 +6,9 @@
 //!   512-token prompt's TTFT plus `--new-tokens` of bs=1 decode) beyond the spread; then `LIN_TOKENS`,
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
-//!   (decode tok/s, bs=1) and `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth), one at a time
+//!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth) and,
+//!   with `QTC = 1`, the tensor-core load knobs `QTC_UNROLL`, `QTC_DB_BIG` and (Q8_0 on the
+//!   tensor cores) `QTC_Q8_UNROLL` (decode tok/s, bs=1), one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
@@ -370,7 +372,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
         // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 14] = [
+        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_UNROLL) change loads only, never bits; they
+        // act with QTC = 1 only, and the QTC_Q8_* ones on Q8_0 matrices with QTC_Q8_0 = 1.
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 17] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
             ("QIMMA_TILES", &[1, 2], 1, None),
             ("QIMMA_PF", &[0, 1], 1, None),
@@ -385,9 +389,12 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("NORM_THREADS", &[128, 256, 512], 256, Some(128)),
             ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048)),
             ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048)),
+            ("QTC_UNROLL", &[1, 2, 4], 4, Some(128)),
+            ("QTC_DB_BIG", &[0, 1], 0, Some(128)),
+            ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128)),
         ];
         for (name, cands, default, depth) in sweeps {
-            if kernel_vals.contains_key(name) {
+            if kernel_vals.contains_key(name) || !sweep_applies(name, &defines) {
                 continue;
             }
             let mut results = Vec::new();
@@ -426,10 +433,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 .context("no candidate")?;
             // The current value (the base's, else the kernel's own default) stays unless the best
             // beats it beyond the measured spread (its worst run above the current one's best).
-            let default = defines
-                .get(name)
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .unwrap_or(default);
+            let default = current_define(name, &defines, default);
             let kept = match results.iter().find(|r| r.0 == default) {
                 Some(def) if score(&best.1).1 <= score(&def.1).2 => def,
                 _ => best,
@@ -736,9 +740,65 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Whether sweeping kernel define `name` can change anything under `defines`: the tensor-core
+/// knobs need `QTC = 1`, the Q8_0 ones also `QTC_Q8_0` not 0 (the kernels' default is 1).
+fn sweep_applies(name: &str, defines: &BTreeMap<String, String>) -> bool {
+    let on = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()) == "1";
+    if name.starts_with("QTC_Q8_") {
+        on("QTC", "0") && on("QTC_Q8_0", "1")
+    } else if name.starts_with("QTC_") {
+        on("QTC", "0")
+    } else {
+        true
+    }
+}
+
+/// The value kernel define `name` has under `defines`: its own entry, else the define it
+/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL: QTC_UNROLL), else
+/// `default`, the kernel's own default.
+fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
+    let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
+    let follows = match name {
+        "QTC_DB_BIG" => Some("QTC_DB"),
+        "QTC_Q8_UNROLL" => Some("QTC_UNROLL"),
+        _ => None,
+    };
+    get(name)
+        .or_else(|| follows.and_then(get))
+        .unwrap_or(default)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::fit_verify_cost;
+    use super::{current_define, fit_verify_cost, sweep_applies};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn tensor_core_sweeps_follow_their_switches_and_defaults() {
+        let d = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        // Without QTC = 1 the tensor-core knobs change nothing; the others always apply.
+        assert!(!sweep_applies("QTC_UNROLL", &d(&[])));
+        assert!(sweep_applies("LIN_WARPS", &d(&[])));
+        assert!(sweep_applies("QTC_UNROLL", &d(&[("QTC", "1")])));
+        // The Q8_0 ones also need QTC_Q8_0 (the kernels' default 1).
+        assert!(sweep_applies("QTC_Q8_UNROLL", &d(&[("QTC", "1")])));
+        assert!(!sweep_applies(
+            "QTC_Q8_UNROLL",
+            &d(&[("QTC", "1"), ("QTC_Q8_0", "0")])
+        ));
+        // The current value: own entry, else the define it follows in the kernel, else default.
+        let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB", "0")]);
+        assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);
+        assert_eq!(current_define("QTC_DB_BIG", &h200, 0), 0);
+        assert_eq!(current_define("QTC_UNROLL", &h200, 4), 1);
+        assert_eq!(current_define("QTC_UNROLL", &d(&[]), 4), 4);
+        let own = d(&[("QTC_UNROLL", "1"), ("QTC_Q8_UNROLL", "2")]);
+        assert_eq!(current_define("QTC_Q8_UNROLL", &own, 4), 2);
+    }
 
     #[test]
     fn verify_cost_fit_is_least_squares_with_its_bounds() {

@@ -470,10 +470,21 @@ fn probe_on_the_cpu_reports_cores_and_bandwidth() {
         std::thread::available_parallelism().unwrap().get(),
         "{text}"
     );
-    let gbps: f64 = field("memory copy")
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(gbps > 0.1 && gbps < 10_000.0, "{text}");
+    // One line with one thread, and (on a machine of more than one core) one with a thread a core.
+    let copies: Vec<(f64, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("memory copy"))
+        .map(|l| {
+            let gbps = l.split_whitespace().next().and_then(|v| v.parse().ok());
+            (gbps.unwrap_or_else(|| panic!("{text}")), l.to_string())
+        })
+        .collect();
+    assert_eq!(copies.len(), if cores > 1 { 2 } else { 1 }, "{text}");
+    assert!(copies[0].1.contains("one thread"), "{text}");
+    for (gbps, _) in &copies {
+        assert!(*gbps > 0.1 && *gbps < 10_000.0, "{text}");
+    }
+    if cores > 1 {
+        assert!(copies[1].1.contains(&format!("{cores} threads")), "{text}");
+    }
 }

@@ -64,7 +64,8 @@ pub struct Env {
     pub device: String,
     pub backend: &'static str,
     pub commit: String,
-    /// Device-to-device copy (GPU) or one-thread memcpy (CPU), read + write, GB/s.
+    /// Device-to-device copy (GPU) or a memcpy split over the CPU backend's threads (CPU; one
+    /// thread in rows written before 2026-12-02), read + write, GB/s.
     pub copy_gbps: f64,
     pub model: String,
     pub dtype: String,
@@ -147,7 +148,7 @@ impl Env {
         } else {
             (
                 format!("cpu {threads} threads"),
-                crate::probe::cpu_copy_bandwidth(),
+                crate::probe::cpu_copy_bandwidth(threads),
             )
         };
         let m = &loaded.model;

@@ -244,7 +244,7 @@ sequence's first token) to the last token. Rows dated up to 2026-11-30 timed the
 run minus the same run stopped after its first token: the same steps, with prefill run twice.\n\
 - **GB/s, % of copy bw**: the bytes one decode step has to read (every weight once, plus each \
 sequence's KV cache at its mean depth) times steps per second, and that as a fraction of the copy \
-bandwidth measured in the same run (device-to-device copy on a GPU, a one-thread memcpy on a CPU).\n\
+bandwidth measured in the same run (device-to-device copy on a GPU; on a CPU a memcpy split over the run's threads, one thread in rows before 2026-12-02).\n\
 - **Roofline tok/s**: copy bandwidth × 1e9 / weight bytes × batch: the decode rate if each step \
 read every weight byte once at the measured copy speed (KV reads not counted). The decode chart \
 draws it as a red line.\n\

@@ -27,17 +27,7 @@ pub fn finite(lp: f32) -> f64 {
     }
 }
 
-/// One generated token as the logprobs of a response show it.
-#[derive(Debug, Clone)]
-pub struct TokenInfo {
-    /// The token's own text (a token ending inside a character shows U+FFFD).
-    pub token: String,
-    pub logprob: f64,
-    /// Alternatives, most likely first: (text, logprob).
-    pub top: Vec<(String, f64)>,
-    /// Character offset of the token's text in the choice's text.
-    pub text_offset: usize,
-}
+pub use super::chunks::TokenInfo;
 
 /// What a step of the generation produced.
 #[derive(Debug, Clone)]

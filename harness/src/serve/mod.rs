@@ -9,6 +9,7 @@
 //! [`metrics`] exports Prometheus text.
 
 mod auth;
+mod chunks;
 mod errors;
 mod generate;
 mod metrics;

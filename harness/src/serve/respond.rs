@@ -1,140 +1,15 @@
 //! Response shapes: the OpenAI JSON of a finished request, and the server-sent events of a
 //! streamed one (`chat.completion.chunk` / `text_completion` chunks, then `data: [DONE]`).
 
+use super::chunks::{Kind, Meta, TokenInfo};
 use super::errors::ApiError;
-use super::generate::{Generation, Out, TokenInfo};
+use super::generate::{Generation, Out};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
-
-/// Which endpoint answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Chat,
-    Completion,
-}
-
-/// What every response of one request carries.
-#[derive(Debug, Clone)]
-pub struct Meta {
-    pub kind: Kind,
-    /// `chatcmpl-…` or `cmpl-…`.
-    pub id: String,
-    pub created: u64,
-    pub model: String,
-    pub logprobs: bool,
-    pub include_usage: bool,
-    /// Choices per prompt.
-    pub n: usize,
-    /// Completions with `echo`: each prompt's text, put before its choices' text.
-    pub echo: Vec<String>,
-}
-
-impl Meta {
-    /// A response id and timestamp for a request to `model`.
-    pub fn new(kind: Kind, model: &str) -> Meta {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u8(0);
-        let prefix = match kind {
-            Kind::Chat => "chatcmpl",
-            Kind::Completion => "cmpl",
-        };
-        Meta {
-            kind,
-            id: format!("{prefix}-{:016x}", h.finish()),
-            created: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            model: model.to_string(),
-            logprobs: false,
-            include_usage: false,
-            n: 1,
-            echo: Vec::new(),
-        }
-    }
-
-    fn echo_of(&self, index: usize) -> &str {
-        self.echo
-            .get(index / self.n.max(1))
-            .map_or("", String::as_str)
-    }
-
-    fn object(&self, chunk: bool) -> &'static str {
-        match (self.kind, chunk) {
-            (Kind::Chat, false) => "chat.completion",
-            (Kind::Chat, true) => "chat.completion.chunk",
-            (Kind::Completion, _) => "text_completion",
-        }
-    }
-
-    fn envelope(&self, chunk: bool, choices: Value) -> Value {
-        let mut v = json!({
-            "id": self.id,
-            "object": self.object(chunk),
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        });
-        if chunk && self.include_usage {
-            v["usage"] = Value::Null;
-        }
-        v
-    }
-
-    /// Logprobs of `items` in the endpoint's shape (chat: `{content: [...]}`; completions:
-    /// `{tokens, token_logprobs, top_logprobs, text_offset}`, offsets counted after the echo).
-    fn logprobs_json(&self, index: usize, items: &[TokenInfo]) -> Value {
-        match self.kind {
-            Kind::Chat => {
-                let entry =
-                    |t: &str, lp: f64| json!({"token": t, "logprob": lp, "bytes": t.as_bytes()});
-                let content: Vec<Value> = items
-                    .iter()
-                    .map(|i| {
-                        let mut e = entry(&i.token, i.logprob);
-                        e["top_logprobs"] =
-                            Value::Array(i.top.iter().map(|(t, lp)| entry(t, *lp)).collect());
-                        e
-                    })
-                    .collect();
-                json!({"content": content})
-            }
-            Kind::Completion => {
-                let base = self.echo_of(index).chars().count();
-                json!({
-                    "tokens": items.iter().map(|i| i.token.as_str()).collect::<Vec<_>>(),
-                    "token_logprobs": items.iter().map(|i| i.logprob).collect::<Vec<_>>(),
-                    "top_logprobs": items
-                        .iter()
-                        .map(|i| i.top.iter().map(|(t, lp)| (t.clone(), json!(lp))).collect::<serde_json::Map<_, _>>())
-                        .collect::<Vec<_>>(),
-                    "text_offset": items.iter().map(|i| base + i.text_offset).collect::<Vec<_>>(),
-                })
-            }
-        }
-    }
-
-    fn text_choice(&self, index: usize, text: &str, lp: Value, finish: Option<&str>) -> Value {
-        match self.kind {
-            Kind::Chat => {
-                let delta = if finish.is_some() && text.is_empty() {
-                    json!({})
-                } else {
-                    json!({"content": text})
-                };
-                json!({"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish})
-            }
-            Kind::Completion => {
-                json!({"index": index, "text": text, "logprobs": lp, "finish_reason": finish})
-            }
-        }
-    }
-}
 
 /// Runs the generation to the end and answers with one JSON body.
 pub async fn collect(mut gen: Generation, meta: Meta) -> Result<Response, ApiError> {
@@ -192,7 +67,8 @@ struct StreamState {
     finished: bool,
 }
 
-fn data(v: &Value) -> Event {
+/// One chunk as a server-sent event (the SSE bench times exactly this with the chunk's build).
+pub fn data(v: &Value) -> Event {
     // Compact JSON has no raw newlines, so it is one `data:` line.
     Event::default().data(v.to_string())
 }

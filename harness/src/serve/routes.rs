@@ -1,8 +1,9 @@
 //! HTTP routes: request parsing and validation, then a [`Generation`] answered as JSON or SSE.
 
+use super::chunks::{Kind, Meta};
 use super::errors::{from_engine, ApiError};
 use super::generate::{Generation, PromptJob};
-use super::respond::{self, Kind, Meta};
+use super::respond;
 use super::schemas::{self, ChatRequest, CompletionRequest, DetokenizeRequest, Prompt};
 use super::{AppState, ModelEntry};
 use axum::body::Bytes;
