@@ -68,8 +68,9 @@
 // at the same QTC_UNROLL a Q8_0 warp has half the bytes in flight (run 52 on the H200: QTC_UNROLL
 // = 2 took the Q8_0 q/o [4096, 4096] at M = 1 from 10.7 to 9.7 us and down from 30.1 to 25.8,
 // while the 4-slice gate+up with QTC_DB_BIG got slower, 42.9 -> 52.5). QTC_Q8_UNROLL: the
-// one-token entry `linear_tc_q8_0_n1`; QTC_Q8_UNROLL_NT: `_n2` and `_n4` (at 16 warps a block
-// they have 128 registers a thread and hold 16 or 32 tokens' sums: 4 units spill there);
+// one-token entry `linear_tc_q8_0_n1`; QTC_Q8_UNROLL_NT: `_n2` and `_n4` (at 16 warps a block, as
+// QTC_SPLIT = 16 gives, they have 128 registers a thread and hold 16 or 32 tokens' sums: 4 units
+// spill there, so set it with QTC_SPLIT = 16);
 // QTC_Q8_UNROLL_BIG and QTC_Q8_DB_BIG: `_n1_big` (as QTC_DB_BIG; the big `_n2`/`_n4` keep
 // QTC_UNROLL and QTC_DB). Loads only: no bits change.
 #ifndef QTC_Q8_UNROLL

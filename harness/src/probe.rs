@@ -216,7 +216,8 @@ fn probe_cpu() {
 }
 
 /// `threads` threads copying one 256 MiB buffer to another, each its own contiguous share,
-/// started together; read + write bytes over the slowest share's time, best of 5, in GB/s.
+/// started together; read + write bytes over the time from the first thread's start to the last
+/// one's end (spawns and joins included, small against 256 MiB), best of 5, in GB/s.
 /// With one thread: a floor for what one decode thread can stream; with the CPU backend's
 /// thread count: the copy bandwidth its decode figures are compared with. `threads` 0 counts as
 /// 1.

@@ -7,8 +7,9 @@
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth) and,
-//!   with `QTC = 1`, the tensor-core load knobs `QTC_UNROLL`, `QTC_DB_BIG` and (Q8_0 on the
-//!   tensor cores) `QTC_Q8_UNROLL` (decode tok/s, bs=1), one at a time
+//!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
+//!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
+//!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1), one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
@@ -36,6 +37,7 @@ use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use memra_engine::quant::DType;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -372,9 +374,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
         // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_UNROLL) change loads only, never bits; they
-        // act with QTC = 1 only, and the QTC_Q8_* ones on Q8_0 matrices with QTC_Q8_0 = 1.
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 17] = [
+        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_DB_BIG) change loads only, never bits; each
+        // is swept on the format whose entries it sets (`sweep_applies`).
+        let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
+        let sweeps: [(&str, &[u32], u32, Option<usize>); 19] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None),
             ("QIMMA_TILES", &[1, 2], 1, None),
             ("QIMMA_PF", &[0, 1], 1, None),
@@ -392,9 +395,11 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_UNROLL", &[1, 2, 4], 4, Some(128)),
             ("QTC_DB_BIG", &[0, 1], 0, Some(128)),
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128)),
+            ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128)),
+            ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128)),
         ];
         for (name, cands, default, depth) in sweeps {
-            if kernel_vals.contains_key(name) || !sweep_applies(name, &defines) {
+            if kernel_vals.contains_key(name) || !sweep_applies(name, &defines, fmt) {
                 continue;
             }
             let mut results = Vec::new();
@@ -740,37 +745,49 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Whether sweeping kernel define `name` can change anything under `defines`: the tensor-core
-/// knobs need `QTC = 1`, the Q8_0 ones also `QTC_Q8_0` not 0 (the kernels' default is 1).
-fn sweep_applies(name: &str, defines: &BTreeMap<String, String>) -> bool {
-    let on = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()) == "1";
-    if name.starts_with("QTC_Q8_") {
-        on("QTC", "0") && on("QTC_Q8_0", "1")
-    } else if name.starts_with("QTC_") {
-        on("QTC", "0")
-    } else {
-        true
+/// Whether sweeping kernel define `name` on a model whose matrices are `fmt` can change
+/// anything under `defines`: the tensor-core knobs need `QTC = 1` and a model of the format whose
+/// entries they set (`QTC_UNROLL`, `QTC_DB_BIG`: BF16, since on a Q8_0 model they would reach only
+/// the Q8_0 entries that follow them by default; `QTC_Q8_*`: Q8_0 with `QTC_Q8_0` not 0, the
+/// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
+/// otherwise). The other knobs always apply.
+fn sweep_applies(name: &str, defines: &BTreeMap<String, String>, fmt: Option<DType>) -> bool {
+    let val = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()).to_string();
+    if !name.starts_with("QTC_") {
+        return true;
     }
+    let big_ok =
+        !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
+    let fmt_ok = if name.starts_with("QTC_Q8_") {
+        fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1"
+    } else {
+        fmt == Some(DType::BF16)
+    };
+    val("QTC", "0") == "1" && fmt_ok && big_ok
 }
 
-/// The value kernel define `name` has under `defines`: its own entry, else the define it
-/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL: QTC_UNROLL), else
-/// `default`, the kernel's own default.
+/// The value kernel define `name` has under `defines`: its own entry, else that of the define it
+/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL*: QTC_UNROLL;
+/// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB), else `default`, the kernel's own default.
 fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
     let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
-    let follows = match name {
-        "QTC_DB_BIG" => Some("QTC_DB"),
-        "QTC_Q8_UNROLL" => Some("QTC_UNROLL"),
-        _ => None,
+    // The chains of kernels/linear_tc.cu's #defines, nearest first.
+    let follows: &[&str] = match name {
+        "QTC_DB_BIG" => &["QTC_DB"],
+        "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" => &["QTC_UNROLL"],
+        "QTC_Q8_DB_BIG" => &["QTC_DB_BIG", "QTC_DB"],
+        _ => &[],
     };
-    get(name)
-        .or_else(|| follows.and_then(get))
+    std::iter::once(name)
+        .chain(follows.iter().copied())
+        .find_map(get)
         .unwrap_or(default)
 }
 
 #[cfg(test)]
 mod tests {
     use super::{current_define, fit_verify_cost, sweep_applies};
+    use memra_engine::quant::DType;
     use std::collections::BTreeMap;
 
     #[test]
@@ -780,21 +797,32 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
+        let (bf16, q8) = (Some(DType::BF16), Some(DType::Q8_0));
         // Without QTC = 1 the tensor-core knobs change nothing; the others always apply.
-        assert!(!sweep_applies("QTC_UNROLL", &d(&[])));
-        assert!(sweep_applies("LIN_WARPS", &d(&[])));
-        assert!(sweep_applies("QTC_UNROLL", &d(&[("QTC", "1")])));
-        // The Q8_0 ones also need QTC_Q8_0 (the kernels' default 1).
-        assert!(sweep_applies("QTC_Q8_UNROLL", &d(&[("QTC", "1")])));
-        assert!(!sweep_applies(
-            "QTC_Q8_UNROLL",
-            &d(&[("QTC", "1"), ("QTC_Q8_0", "0")])
-        ));
-        // The current value: own entry, else the define it follows in the kernel, else default.
-        let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB", "0")]);
+        assert!(!sweep_applies("QTC_UNROLL", &d(&[]), bf16));
+        assert!(sweep_applies("LIN_WARPS", &d(&[]), q8));
+        let qtc = d(&[("QTC", "1"), ("QTC_SPLIT_BIG", "4")]);
+        // Each knob on the format whose entries it sets.
+        assert!(sweep_applies("QTC_UNROLL", &qtc, bf16));
+        assert!(!sweep_applies("QTC_UNROLL", &qtc, q8));
+        assert!(sweep_applies("QTC_DB_BIG", &qtc, bf16));
+        assert!(sweep_applies("QTC_Q8_UNROLL", &qtc, q8));
+        assert!(sweep_applies("QTC_Q8_DB_BIG", &qtc, q8));
+        assert!(!sweep_applies("QTC_Q8_UNROLL", &qtc, bf16));
+        // Q8_0 off the tensor cores, or no big matrices: nothing to sweep.
+        let lanes = d(&[("QTC", "1"), ("QTC_SPLIT_BIG", "4"), ("QTC_Q8_0", "0")]);
+        assert!(!sweep_applies("QTC_Q8_UNROLL", &lanes, q8));
+        let no_big = d(&[("QTC", "1")]);
+        assert!(!sweep_applies("QTC_DB_BIG", &no_big, bf16));
+        assert!(!sweep_applies("QTC_Q8_UNROLL_BIG", &no_big, q8));
+        assert!(sweep_applies("QTC_Q8_UNROLL", &no_big, q8));
+        // The current value: own entry, else the defines it follows in the kernel, else default.
+        let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);
-        assert_eq!(current_define("QTC_DB_BIG", &h200, 0), 0);
-        assert_eq!(current_define("QTC_UNROLL", &h200, 4), 1);
+        assert_eq!(current_define("QTC_Q8_UNROLL_BIG", &h200, 4), 1);
+        assert_eq!(current_define("QTC_Q8_DB_BIG", &h200, 0), 1);
+        assert_eq!(current_define("QTC_DB_BIG", &d(&[("QTC_DB", "1")]), 0), 1);
+        assert_eq!(current_define("QTC_Q8_DB_BIG", &d(&[]), 0), 0);
         assert_eq!(current_define("QTC_UNROLL", &d(&[]), 4), 4);
         let own = d(&[("QTC_UNROLL", "1"), ("QTC_Q8_UNROLL", "2")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &own, 4), 2);

@@ -67,8 +67,8 @@ struct StreamState {
     finished: bool,
 }
 
-/// One chunk as a server-sent event (the SSE bench times exactly this with the chunk's build).
-pub fn data(v: &Value) -> Event {
+/// One chunk as a server-sent event (harness/benches/sse.rs builds its events the same way).
+fn data(v: &Value) -> Event {
     // Compact JSON has no raw newlines, so it is one `data:` line.
     Event::default().data(v.to_string())
 }

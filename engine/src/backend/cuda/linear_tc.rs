@@ -18,7 +18,7 @@ pub const XI_CHUNK_BYTES: u32 = 224 * 16;
 /// linears (`ceil(k / 1024)` · [`XI_CHUNK_BYTES`] per token): 16 MiB, 334 tokens at k = 14,336.
 pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 
-/// f32 slice sums a stream's split-K buffer holds (QTC_SK = 1): slices · M · rows of one linear,
+/// f32 slice sums a stream's split-K buffer holds (QTC_SK = 1 or 2): slices · M · rows of one linear,
 /// 64 MiB (4 slices of 32 tokens of a 128,256-row LM head).
 pub const SK_SCRATCH_FLOATS: usize = 16 << 20;
 

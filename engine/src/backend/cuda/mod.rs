@@ -125,7 +125,7 @@ pub struct CudaDevice {
     /// ([`linear_tc::IMMA_SCRATCH_BYTES`], made on first use, never resized, so a CUDA graph
     /// captured over it stays valid). One per stream: streams run concurrently.
     digits: Mutex<Option<CudaSlice<u8>>>,
-    /// This stream's buffer of slice sums for the split-K tensor-core form (QTC_SK = 1;
+    /// This stream's buffer of slice sums for the split-K tensor-core form (QTC_SK = 1 or 2;
     /// [`linear_tc::SK_SCRATCH_FLOATS`], made on first use, never resized).
     sk_part: Mutex<Option<CudaSlice<f32>>>,
     /// Whether launches carry programmatic stream serialization ([`launch`]): `PDL = 1` in the
