@@ -36,10 +36,11 @@ pub struct ProbeArgs {
         value_parser = ["bf16", "q8_0", "q4_k"])]
     pub kernel_dtypes: Vec<String>,
     /// With --bench-kernels: which Llama-3.1-8B linear shapes to time, by role, `,`-separated
-    /// (q/o, k/v, qkv, gate/up, gate+up, down); all by default. One shape keeps a profiler's
-    /// launch count simple (`ncu --launch-skip`).
+    /// (q/o, k/v, qkv, gate/up, gate+up, down, and lm-head, the [128256, 4096] output matrix);
+    /// all but lm-head by default. One shape keeps a profiler's launch count simple
+    /// (`ncu --launch-skip`).
     #[arg(long, value_name = "ROLE,...", value_delimiter = ',',
-        value_parser = ["q/o", "k/v", "qkv", "gate/up", "gate+up", "down"])]
+        value_parser = ["q/o", "k/v", "qkv", "gate/up", "gate+up", "down", "lm-head"])]
     pub kernel_shapes: Vec<String>,
     /// With --bench-kernels: which kernel families to time, `,`-separated: linear (the shapes
     /// above) and attn (decode attention at the 8B head shape over --attn-depths, in the
@@ -175,12 +176,14 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
             .collect();
         let mut rows = Vec::new();
         if args.kernel_ops.iter().any(|o| o == "linear") {
-            let shapes: Vec<_> = kbench::LLAMA_8B_LINEARS
+            let named = |role: &str| args.kernel_shapes.iter().any(|r| r == role);
+            let mut shapes: Vec<_> = kbench::LLAMA_8B_LINEARS
                 .into_iter()
-                .filter(|s| {
-                    args.kernel_shapes.is_empty() || args.kernel_shapes.iter().any(|r| r == s.2)
-                })
+                .filter(|s| args.kernel_shapes.is_empty() || named(s.2))
                 .collect();
+            if named(kbench::LLAMA_8B_LM_HEAD.2) {
+                shapes.push(kbench::LLAMA_8B_LM_HEAD);
+            }
             rows.extend(kbench::bench_linear(
                 &dev,
                 &dtypes,

@@ -43,6 +43,10 @@ pub const LLAMA_8B_LINEARS: [(usize, usize, &str); 6] = [
     (4096, 14336, "down"),
 ];
 
+/// The Llama-3.1-8B output matrix (LM head) `[vocab, hidden]`: timed only when asked for (1 GB
+/// in BF16), as `probe --bench-kernels --kernel-shapes lm-head`.
+pub const LLAMA_8B_LM_HEAD: (usize, usize, &str) = (128256, 4096, "lm-head");
+
 /// Times `linear` for each format in `dtypes`, shape in `shapes` and token count in `ms`:
 /// `batches` timed batches of 20 launches each (after 3 warm-up launches), weights rotating over
 /// copies totalling at least 256 MiB. Errors: out of device memory, a launch failure.
