@@ -37,10 +37,11 @@ use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use memra_engine::quant::DType;
+use knobs::{current_define, sweep_applies};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod knobs;
 mod measure;
 use measure::{cuda_engine, decode_tok_s, forward_ms, stats, ttft_ms, Shared};
 
@@ -745,88 +746,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Whether sweeping kernel define `name` on a model whose matrices are `fmt` can change
-/// anything under `defines`: the tensor-core knobs need `QTC = 1` and a model of the format whose
-/// entries they set (`QTC_UNROLL`, `QTC_DB_BIG`: BF16, since on a Q8_0 model they would reach only
-/// the Q8_0 entries that follow them by default; `QTC_Q8_*`: Q8_0 with `QTC_Q8_0` not 0, the
-/// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
-/// otherwise). The other knobs always apply.
-fn sweep_applies(name: &str, defines: &BTreeMap<String, String>, fmt: Option<DType>) -> bool {
-    let val = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()).to_string();
-    if !name.starts_with("QTC_") {
-        return true;
-    }
-    let big_ok =
-        !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
-    let fmt_ok = if name.starts_with("QTC_Q8_") {
-        fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1"
-    } else {
-        fmt == Some(DType::BF16)
-    };
-    val("QTC", "0") == "1" && fmt_ok && big_ok
-}
-
-/// The value kernel define `name` has under `defines`: its own entry, else that of the define it
-/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL*: QTC_UNROLL;
-/// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB), else `default`, the kernel's own default.
-fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
-    let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
-    // The chains of kernels/linear_tc.cu's #defines, nearest first.
-    let follows: &[&str] = match name {
-        "QTC_DB_BIG" => &["QTC_DB"],
-        "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" => &["QTC_UNROLL"],
-        "QTC_Q8_DB_BIG" => &["QTC_DB_BIG", "QTC_DB"],
-        _ => &[],
-    };
-    std::iter::once(name)
-        .chain(follows.iter().copied())
-        .find_map(get)
-        .unwrap_or(default)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{current_define, fit_verify_cost, sweep_applies};
-    use memra_engine::quant::DType;
-    use std::collections::BTreeMap;
-
-    #[test]
-    fn tensor_core_sweeps_follow_their_switches_and_defaults() {
-        let d = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let (bf16, q8) = (Some(DType::BF16), Some(DType::Q8_0));
-        // Without QTC = 1 the tensor-core knobs change nothing; the others always apply.
-        assert!(!sweep_applies("QTC_UNROLL", &d(&[]), bf16));
-        assert!(sweep_applies("LIN_WARPS", &d(&[]), q8));
-        let qtc = d(&[("QTC", "1"), ("QTC_SPLIT_BIG", "4")]);
-        // Each knob on the format whose entries it sets.
-        assert!(sweep_applies("QTC_UNROLL", &qtc, bf16));
-        assert!(!sweep_applies("QTC_UNROLL", &qtc, q8));
-        assert!(sweep_applies("QTC_DB_BIG", &qtc, bf16));
-        assert!(sweep_applies("QTC_Q8_UNROLL", &qtc, q8));
-        assert!(sweep_applies("QTC_Q8_DB_BIG", &qtc, q8));
-        assert!(!sweep_applies("QTC_Q8_UNROLL", &qtc, bf16));
-        // Q8_0 off the tensor cores, or no big matrices: nothing to sweep.
-        let lanes = d(&[("QTC", "1"), ("QTC_SPLIT_BIG", "4"), ("QTC_Q8_0", "0")]);
-        assert!(!sweep_applies("QTC_Q8_UNROLL", &lanes, q8));
-        let no_big = d(&[("QTC", "1")]);
-        assert!(!sweep_applies("QTC_DB_BIG", &no_big, bf16));
-        assert!(!sweep_applies("QTC_Q8_UNROLL_BIG", &no_big, q8));
-        assert!(sweep_applies("QTC_Q8_UNROLL", &no_big, q8));
-        // The current value: own entry, else the defines it follows in the kernel, else default.
-        let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);
-        assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);
-        assert_eq!(current_define("QTC_Q8_UNROLL_BIG", &h200, 4), 1);
-        assert_eq!(current_define("QTC_Q8_DB_BIG", &h200, 0), 1);
-        assert_eq!(current_define("QTC_DB_BIG", &d(&[("QTC_DB", "1")]), 0), 1);
-        assert_eq!(current_define("QTC_Q8_DB_BIG", &d(&[]), 0), 0);
-        assert_eq!(current_define("QTC_UNROLL", &d(&[]), 4), 4);
-        let own = d(&[("QTC_UNROLL", "1"), ("QTC_Q8_UNROLL", "2")]);
-        assert_eq!(current_define("QTC_Q8_UNROLL", &own, 4), 2);
-    }
+    use super::fit_verify_cost;
 
     #[test]
     fn verify_cost_fit_is_least_squares_with_its_bounds() {
