@@ -8,6 +8,10 @@
 #    Prediction: tensor cores 185-200 us, lanes 165-175 (gate+up's 8% gap, scaled).
 # 2. Step time split: bs=1 decode with QTC_Q8_0 = 0 / 1 at 64 and 256 new tokens (a fixed part
 #    per step against a part that grows with depth tells the attention from the linears).
+# 3. (added in the fifteenth session) Nsight Compute on the tiled form linear_tcg_bf16 at M = 1,024
+#    (gate+up, 240 GFLOP, x in 2 parts: 481 GFLOP of MMA): stall reasons and pipe use, to decide
+#    the tiled GEMM's rework. Hypothesis: each unit's 4 dependent MMAs per tile run latency-bound
+#    (252 registers leave no room to interleave tiles), not issue- or memory-bound.
 # Usage: h200_run57.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -27,4 +31,10 @@ for c in tc lanes tc lanes; do
       --depth 128 --new-tokens $nt --reps 5 --out "$O/bench.jsonl" 2>&1 | grep -E "^decode|rror" | tee -a "$L"
   done
 done
+step "ncu linear_tcg_bf16 (tiled form) at M = 1,024, gate+up, shipped defaults"
+timeout 150 ncu --clock-control none --kernel-name regex:linear_tcg_bf16 --launch-skip 2 --launch-count 1 \
+  --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  $B --config /tmp/c-tc.toml probe --bench-kernels --kernel-dtypes bf16 --kernel-tokens 1024 --kernel-shapes gate+up > "$O/ncu-tcg.txt" 2>&1
+grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|DRAM Throughput|Compute \(SM\)|Stall|L2 Hit|Block Limit|Issue Slots|Executed Ipc|Pipe|Warp Cycles|No Eligible|Eligible Warps" "$O/ncu-tcg.txt" | head -40 | tee -a "$L"
 step done
