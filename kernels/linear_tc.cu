@@ -95,6 +95,16 @@
 #define QTC_TOKFAST 0
 #endif
 
+// One-token entries (`_n1`, `_n1_big`): each warp asks L2 for the first QTC_M1_PREFETCH units of
+// its row tiles' weights (and Q8_0 scales) before griddepcontrol.wait, so they stream in while the
+// kernel before drains (the lane kernels' QLIN_M1_PREFETCH with PDL_EARLY, kernels/linear.cu; run
+// 57: the tensor-core Q8_0 decode step is 0.15 ms slower than its kernels' isolated sum). The
+// weights are read-only for the whole forward and a prefetch changes no value: no bits change.
+// 0: off.
+#ifndef QTC_M1_PREFETCH
+#define QTC_M1_PREFETCH 0
+#endif
+
 #define TC_BF16 0
 #define TC_Q8_0 1
 
@@ -272,12 +282,40 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
 }
 
-// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
+// The L2 prefetch of QTC_M1_PREFETCH above: warp `warp` of the block of row tiles tile0 ..
+// tile0 + QTC_WT walks the same slice as linear_tc_impl; each (tile, unit) is WB * 512 contiguous
+// bytes of q, so lane l asks for 128-byte line l of the slice's first units, and lane 0 for the
+// scales' 32 bytes a unit.
+template <int F, int NT, int S>
+__device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, const u32* __restrict__ s, int K, int R) {
+    if (QTC_M1_PREFETCH <= 0 || NT != 1) return;
+    constexpr int WB = F == TC_BF16 ? 2 : 1;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nu = K / 32, tiles = (R + 15) / 16;
+    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * QTC_WT;
+    const int per = (nu + S - 1) / S;
+    const int u0 = min(nu, warp * per), u1 = min(nu, u0 + min(per, QTC_M1_PREFETCH));
+    if (warp >= S || u0 >= u1) return;
+    const int lines = (u1 - u0) * WB * 4;  // 128-byte lines of one tile's units u0 .. u1
+#pragma unroll
+    for (int w = 0; w < QTC_WT; ++w) {
+        const int tile = tile0 + w;
+        if (tile >= tiles) break;
+        const size_t tu = (size_t)tile * nu + u0;
+        for (int l = lane; l < lines; l += 32)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + tu * 512 * WB + 128 * (size_t)l));
+        if (F == TC_Q8_0 && lane == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(s + tu * 8));
+    }
+}
+
+// Entries per format and n-tiles per block// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
 #define LINEAR_TC(name, F, NT, S, DB, U)                                                            \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
-             int split_canary) { pdl_entry();                                                      \
+             int split_canary) {                                                                   \
+        linear_tc_prefetch<F, NT, S>(q, s, K, R);                                                  \
+        pdl_entry();                                                                               \
         linear_tc_impl<F, NT, S, DB, U>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);           \
     }
 

@@ -205,6 +205,7 @@ fn linear_switches_compile() {
             ("QTC_Q8_UNROLL", "4"),
             ("QTC_Q8_UNROLL_NT", "2"),
             ("QTC_Q8_UNROLL_BIG", "2"),
+            ("QTC_M1_PREFETCH", "4"),
         ],
         &[
             ("QTC_SPLIT", "16"),

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 55] = [
+pub const KERNEL_DEFINES: [&str; 56] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -66,6 +66,7 @@ pub const KERNEL_DEFINES: [&str; 55] = [
     "QTC_Q8_UNROLL_NT",
     "QTC_Q8_UNROLL_BIG",
     "QTC_Q8_DB_BIG",
+    "QTC_M1_PREFETCH",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -543,8 +544,8 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts, QTC_SK 0 to 2; QLIN_M1_PREFETCH and
-            // QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
+            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts, QTC_SK 0 to 2; QLIN_M1_PREFETCH,
+            // QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -572,7 +573,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix) or \"2\" (the BF16 QTC_SPLIT_BIG matrices only) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_SPLIT_BIG") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }
