@@ -18,8 +18,10 @@ typedef unsigned int u32;
 // launches every kernel with programmatic stream serialization (engine/src/backend/cuda/launch.rs),
 // so its blocks may be scheduled while the kernel before it is still running. Every entry point
 // calls this first: wait until the grid before has completed and its writes are visible, then
-// let the next grid begin launching. No memory is touched before the wait, so the results are
-// the same bits with PDL on or off. Without a programmatic dependency both return at once.
+// let the next grid begin launching. No memory is written or read into a value before the
+// wait (the one-token linears may first ask L2 for their read-only weights: PDL_EARLY,
+// QTC_M1_PREFETCH), so the results are the same bits with PDL on or off. Without a programmatic
+// dependency both return at once.
 __device__ __forceinline__ void pdl_entry() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -96,11 +96,9 @@
 #endif
 
 // One-token entries (`_n1`, `_n1_big`): each warp asks L2 for the first QTC_M1_PREFETCH units of
-// its row tiles' weights (and Q8_0 scales) before griddepcontrol.wait, so they stream in while the
-// kernel before drains (the lane kernels' QLIN_M1_PREFETCH with PDL_EARLY, kernels/linear.cu; run
-// 57: the tensor-core Q8_0 decode step is 0.15 ms slower than its kernels' isolated sum). The
-// weights are read-only for the whole forward and a prefetch changes no value: no bits change.
-// 0: off.
+// its row tiles' weights and Q8_0 scales before griddepcontrol.wait, as the lane kernels' PDL_EARLY
+// prefetch does (run 57: a Q8_0 step here is 0.15 ms over its kernels' isolated sum). The weights
+// are read-only for the whole forward; a prefetch changes no value. 0: off.
 #ifndef QTC_M1_PREFETCH
 #define QTC_M1_PREFETCH 0
 #endif
@@ -282,10 +280,8 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
 }
 
-// The L2 prefetch of QTC_M1_PREFETCH above: warp `warp` of the block of row tiles tile0 ..
-// tile0 + QTC_WT walks the same slice as linear_tc_impl; each (tile, unit) is WB * 512 contiguous
-// bytes of q, so lane l asks for 128-byte line l of the slice's first units, and lane 0 for the
-// scales' 32 bytes a unit.
+// QTC_M1_PREFETCH's prefetch: the warp's slice as in linear_tc_impl; a (tile, unit) is WB * 512
+// contiguous bytes of q and 32 of s, so lane l asks for the slice start's 128-byte line l of each.
 template <int F, int NT, int S>
 __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, const u32* __restrict__ s, int K, int R) {
     if (QTC_M1_PREFETCH <= 0 || NT != 1) return;
@@ -304,11 +300,11 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
         const size_t tu = (size_t)tile * nu + u0;
         for (int l = lane; l < lines; l += 32)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(q + tu * 512 * WB + 128 * (size_t)l));
-        if (F == TC_Q8_0 && lane == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(s + tu * 8));
+        if (F == TC_Q8_0 && 128 * lane < 32 * (u1 - u0)) asm volatile("prefetch.global.L2 [%0];" ::"l"(s + tu * 8 + 32 * lane));
     }
 }
 
-// Entries per format and n-tiles per block// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
+// Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
 #define LINEAR_TC(name, F, NT, S, DB, U)                                                            \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
