@@ -5,8 +5,9 @@ use memra_engine::backend::cuda::compile::KERNELS;
 /// Every `__global__` entry point's body begins with `pdl_entry()`: with `PDL = 1` kernels are
 /// launched with programmatic stream serialization, and an entry that touched memory before
 /// `griddepcontrol.wait` could read what the kernel before it has not finished writing
-/// (engine/src/backend/cuda/launch.rs). The one allowed statement before it is the one-token
-/// quantized entries' `if (PDL_EARLY) qr_m1_prefetch<...>(...)` (an L2 prefetch of weights).
+/// (engine/src/backend/cuda/launch.rs). The one allowed statement before it is an L2 prefetch of
+/// weights by the one-token entries: the lane kernels' `if (PDL_EARLY) qr_m1_prefetch<...>(...)`
+/// and the tensor-core kernels' `linear_tc_prefetch<...>(...)` (off unless QTC_M1_PREFETCH > 0).
 #[test]
 fn every_kernel_entry_waits_for_the_grid_before() {
     let mut entries = 0;
@@ -25,7 +26,9 @@ fn every_kernel_entry_waits_for_the_grid_before() {
             let mut first = stmts.next().unwrap_or_default();
             // The one exception: with PDL_EARLY = 1 an entry may first issue L2 prefetches of its
             // weights (read-only for the whole forward, no value changes), then wait.
-            if first.starts_with("if (PDL_EARLY) qr_m1_prefetch<") {
+            if first.starts_with("if (PDL_EARLY) qr_m1_prefetch<")
+                || first.starts_with("linear_tc_prefetch<")
+            {
                 first = stmts.next().unwrap_or_default();
             }
             assert_eq!(
