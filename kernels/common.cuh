@@ -357,3 +357,48 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     if (part == 0)
         xc[XI_DIGIT_F4 + uc] = make_float4(sc, __int_as_float(sum[0]), __int_as_float(sum[1]), __int_as_float(sum[2]));
 }
+
+// ---- Tensor-core helpers (kernels/linear_tc.cu, kernels/linear_tcg.cu) ----
+
+// bf16 parts of x: 3 carries x's 24 bits; 2 and 1 round x (the same way for every M).
+#ifndef QTC_XSPLIT
+#define QTC_XSPLIT 3
+#endif
+
+#define TC_BF16 0
+#define TC_Q8_0 1
+
+// d += a * b: one m16n8k16 bf16 MMA with f32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16x2 (round to nearest even; `lo` in the low half, the lower k index).
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const u32*>(&v);
+}
+
+// x[k], x[k+1] of one token as QTC_XSPLIT bf16x2 parts (hi, mid, lo); every subtraction is exact.
+__device__ __forceinline__ void split_x(float2 f, u32 (&p)[QTC_XSPLIT]) {
+#pragma unroll
+    for (int i = 0; i < QTC_XSPLIT; ++i) {
+        p[i] = pack_bf16x2(f.x, f.y);
+        f.x = __fsub_rn(f.x, __uint_as_float(p[i] << 16));
+        f.y = __fsub_rn(f.y, __uint_as_float(p[i] & 0xffff0000u));
+    }
+}
+
+// Bytes i, i+1 of w (int8) as bf16x2, exact.
+__device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
+    return pack_bf16x2(i8_to_f32_exact(w, i), i8_to_f32_exact(w, i + 1));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-filled when !pred (nothing read).
+__device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(pred ? 16 : 0));
+}

@@ -45,10 +45,6 @@
 #ifndef QTC_WT
 #define QTC_WT 2
 #endif
-// bf16 parts of x: 3 carries x's 24 bits; 2 and 1 round x (the same way for every M).
-#ifndef QTC_XSPLIT
-#define QTC_XSPLIT 3
-#endif
 // Units whose weights a warp loads as one group.
 #ifndef QTC_UNROLL
 #define QTC_UNROLL 4
@@ -102,38 +98,6 @@
 #ifndef QTC_M1_PREFETCH
 #define QTC_M1_PREFETCH 0
 #endif
-
-#define TC_BF16 0
-#define TC_Q8_0 1
-
-// d += a * b: one m16n8k16 bf16 MMA with f32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16x2 (round to nearest even; `lo` in the low half, the lower k index).
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const u32*>(&v);
-}
-
-// x[k], x[k+1] of one token as QTC_XSPLIT bf16x2 parts (hi, mid, lo); every subtraction is exact.
-__device__ __forceinline__ void split_x(float2 f, u32 (&p)[QTC_XSPLIT]) {
-#pragma unroll
-    for (int i = 0; i < QTC_XSPLIT; ++i) {
-        p[i] = pack_bf16x2(f.x, f.y);
-        f.x = __fsub_rn(f.x, __uint_as_float(p[i] << 16));
-        f.y = __fsub_rn(f.y, __uint_as_float(p[i] & 0xffff0000u));
-    }
-}
-
-// Bytes i, i+1 of w (int8) as bf16x2, exact.
-__device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
-    return pack_bf16x2(i8_to_f32_exact(w, i), i8_to_f32_exact(w, i + 1));
-}
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
@@ -352,12 +316,6 @@ LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 #ifndef QTC_GEMM_XASYNC
 #define QTC_GEMM_XASYNC 0
 #endif
-
-// 16 bytes global -> shared, asynchronously; zero-filled when !pred (nothing read).
-__device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) {
-    const u32 d = (u32)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(pred ? 16 : 0));
-}
 
 // Grid: (ceil(M / 128), ceil(ceil(R / 16) / 8)), token blocks fastest (the blocks running
 // together share a row block's weights through L2); block 256; dynamic shared memory

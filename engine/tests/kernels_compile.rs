@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 15] = [
+    let sets: [&[(&str, &str)]; 18] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -227,6 +227,16 @@ fn linear_switches_compile() {
         &[("QTC_WT", "4"), ("QTC_UNROLL", "2")],
         &[("QTC_XSPLIT", "1"), ("QTC_TOKFAST", "1"), ("QTC_GEMM", "1")],
         &[("QTC_GEMM_XASYNC", "1")],
+        // The second tiled form (kernels/linear_tcg.cu) as h200_run59.sh measures it: 2 parts
+        // with 1 and 2 units a stage, and 1 part.
+        &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "2")],
+        &[
+            ("QTC_GEMM", "2"),
+            ("QTC_XSPLIT", "2"),
+            ("TCG2_KU", "2"),
+            ("TCG2_STAGES", "3"),
+        ],
+        &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "1"), ("TCG2_STAGES", "3")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),
@@ -241,7 +251,12 @@ fn linear_switches_compile() {
         for (k, v) in set {
             opts.defines.insert(k.to_string(), v.to_string());
         }
-        for name in ["linear.cu", "linear_tc.cu", "linear_int.cu"] {
+        for name in [
+            "linear.cu",
+            "linear_tc.cu",
+            "linear_tcg.cu",
+            "linear_int.cu",
+        ] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);
             let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
                 .unwrap_or_else(|e| panic!("{name} with {set:?}: {e}"));

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 56] = [
+pub const KERNEL_DEFINES: [&str; 58] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -67,6 +67,8 @@ pub const KERNEL_DEFINES: [&str; 56] = [
     "QTC_Q8_UNROLL_BIG",
     "QTC_Q8_DB_BIG",
     "QTC_M1_PREFETCH",
+    "TCG2_KU",
+    "TCG2_STAGES",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -543,8 +545,9 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_GEMM, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts, QTC_SK 0 to 2; QLIN_M1_PREFETCH,
+            // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
+            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts,
+            // QTC_SK and QTC_GEMM 0 to 2, TCG2_STAGES 2 to 8; QLIN_M1_PREFETCH,
             // QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -560,7 +563,6 @@ impl ConfigArgs {
                     | "QTC_Q8_DB_BIG"
                     | "QTC_SK_DB"
                     | "QTC_TOKFAST"
-                    | "QTC_GEMM"
                     | "QTC_Q8_0"
                     | "QTC_GEMM_XASYNC"
                     | "ATTN_KORDER"
@@ -570,6 +572,14 @@ impl ConfigArgs {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
                 Ok(n) if k == "QTC_SK" && n <= 2 => {}
+                Ok(n) if k == "QTC_GEMM" && n <= 2 => {}
+                _ if k == "QTC_GEMM" => anyhow::bail!(
+                    "kernel_defines.QTC_GEMM must be \"0\", \"1\" (the tiled form) or \"2\" (its second form, kernels/linear_tcg.cu) (got {v:?})"
+                ),
+                Ok(n) if k == "TCG2_STAGES" && (2..=8).contains(&n) => {}
+                _ if k == "TCG2_STAGES" => {
+                    anyhow::bail!("kernel_defines.TCG2_STAGES must be 2 to 8 (got {v:?})")
+                }
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix) or \"2\" (the BF16 QTC_SPLIT_BIG matrices only) (got {v:?})"
                 ),

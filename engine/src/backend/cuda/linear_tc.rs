@@ -5,7 +5,7 @@
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix, WeightLayout};
-use super::{drv, CudaDevice};
+use super::CudaDevice;
 use crate::error::{Error, Result};
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -102,7 +102,7 @@ impl CudaDevice {
     /// them: QTC_SPLIT_BIG and "_big" when that is set and `rows` is at least QTC_BIG_ROWS
     /// (default 16,384), else QTC_SPLIT (default 8) and "". Fixed by the matrix's shape, so every
     /// M (and both forms) reduces a row in the same order.
-    fn tc_split(&self, rows: usize) -> (u32, &'static str) {
+    pub(super) fn tc_split(&self, rows: usize) -> (u32, &'static str) {
         let big = self.define("QTC_SPLIT_BIG", 0);
         if big > 0 && rows >= self.define("QTC_BIG_ROWS", 16384).max(1) as usize {
             (big, "_big")
@@ -127,8 +127,13 @@ impl CudaDevice {
         debug_assert_eq!(w.layout, WeightLayout::Tc);
         let (k, r) = (w.cols, w.rows);
         check(k.is_multiple_of(32), || format!("linear_tc: k {k}"))?;
-        if self.define("QTC_GEMM", 0) == 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
-            return self.linear_tcg(x, w, ys, rows, m, split_canary);
+        let gemm = self.define("QTC_GEMM", 0);
+        if gemm >= 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
+            return if gemm == 2 {
+                self.linear_tcg2(x, w, ys, rows, m, split_canary)
+            } else {
+                self.linear_tcg(x, w, ys, rows, m, split_canary)
+            };
         }
         // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
         // (H200, M = 32: BF16 gate+up 102 -> 93 us, run 52, while the 4096-row matrices are
@@ -207,20 +212,8 @@ impl CudaDevice {
             DType::Q8_0 => format!("linear_tcs_q8_0_n{nt}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let mut part = self.sk_part.lock().unwrap_or_else(|e| e.into_inner());
-        if part.is_none() {
-            let capturing = self.stream().capture_status().map_err(drv)?;
-            check(
-                capturing
-                    == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
-                || {
-                    "split-K linear: the slice-sum buffer's first use is inside a graph capture"
-                        .into()
-                },
-            )?;
-            *part = Some(self.alloc::<f32>(SK_SCRATCH_FLOATS)?);
-        }
-        let part = part.as_ref().expect("allocated above");
+        let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
+        let part = part.as_ref().expect("made by scratch");
         let f = self.function("linear_tc.cu", &func)?;
         if smem > 48 << 10 {
             self.grant_smem(&func, &f, smem)?;
@@ -371,17 +364,8 @@ impl CudaDevice {
         let aux = w.aux.as_ref().ok_or_else(|| {
             Error::InvalidArgument("integer linear: a lanes matrix without its headers".into())
         })?;
-        let mut digits = self.digits.lock().unwrap_or_else(|e| e.into_inner());
-        if digits.is_none() {
-            let capturing = self.stream().capture_status().map_err(drv)?;
-            check(
-                capturing
-                    == cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
-                || "integer linear: the digit buffer's first use is inside a graph capture".into(),
-            )?;
-            *digits = Some(self.alloc::<u8>(IMMA_SCRATCH_BYTES)?);
-        }
-        let xd = digits.as_ref().expect("allocated above");
+        let digits = self.scratch(&self.digits, IMMA_SCRATCH_BYTES, "integer linear")?;
+        let xd = digits.as_ref().expect("made by scratch");
         let (ki, ri, mi) = (i32_of(k, "k")?, i32_of(r, "r")?, i32_of(m, "m")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;

@@ -10,6 +10,7 @@ mod graph;
 pub mod kbench;
 pub mod launch;
 pub mod linear_tc;
+pub mod linear_tcg;
 pub mod ops;
 pub mod sample;
 pub mod selfcheck;
@@ -128,6 +129,9 @@ pub struct CudaDevice {
     /// This stream's buffer of slice sums for the split-K tensor-core form (QTC_SK = 1 or 2;
     /// [`linear_tc::SK_SCRATCH_FLOATS`], made on first use, never resized).
     sk_part: Mutex<Option<CudaSlice<f32>>>,
+    /// This stream's buffer of x split into bf16 parts for the second tiled tensor-core form
+    /// (QTC_GEMM = 2; [`linear_tcg::TCG2_SCRATCH_BYTES`], made on first use, never resized).
+    xparts: Mutex<Option<CudaSlice<u8>>>,
     /// Whether launches carry programmatic stream serialization ([`launch`]): `PDL = 1` in the
     /// defines and compute capability 9.0 or more.
     pdl: bool,
@@ -207,6 +211,7 @@ impl CudaDevice {
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
             sk_part: Mutex::new(None),
+            xparts: Mutex::new(None),
             pdl: false,
         };
         d.pdl = d.define("PDL", 0) == 1 && d.info.compute_capability.0 >= 9;
@@ -239,6 +244,7 @@ impl CudaDevice {
             smem_granted: self.smem_granted.clone(),
             digits: Mutex::new(None),
             sk_part: Mutex::new(None),
+            xparts: Mutex::new(None),
             pdl: self.pdl,
         })
     }
@@ -367,6 +373,31 @@ impl CudaDevice {
     }
 
     /// A zeroed device buffer of `len` elements. Out of device memory is an error naming the size.
+    /// The scratch buffer in `slot`, made with `len` elements on first use and kept (never
+    /// resized, so a CUDA graph captured over it stays valid). `what` names it in errors.
+    /// Errors: a first use inside a graph capture (the allocation would not be captured), out
+    /// of device memory.
+    pub(crate) fn scratch<'a, T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        slot: &'a Mutex<Option<CudaSlice<T>>>,
+        len: usize,
+        what: &str,
+    ) -> Result<std::sync::MutexGuard<'a, Option<CudaSlice<T>>>> {
+        let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            let capturing = self.stream.capture_status().map_err(drv)?;
+            if capturing
+                != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: the buffer's first use is inside a graph capture"
+                )));
+            }
+            *g = Some(self.alloc::<T>(len)?);
+        }
+        Ok(g)
+    }
+
     pub fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
         &self,
         len: usize,

@@ -1,0 +1,157 @@
+//! The second tiled tensor-core form (QTC_GEMM = 2, kernels/linear_tcg.cu): for many tokens
+//! (prefill, large batches), x split once into its bf16 parts, then blocks of 16 warps walk the
+//! same per-row chain as every other tensor-core form, so rows are bit-identical for every M
+//! (docs/DESIGN.md §3; why a second form: research/cuda-notes.md, run 57).
+
+use super::linear_tc::TC_TILE_ROWS;
+use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
+use super::CudaDevice;
+use crate::error::{Error, Result};
+use crate::quant::DType;
+use cudarc::driver::{CudaSlice, LaunchConfig};
+
+/// Bytes of a stream's buffer of x split into bf16 parts (QTC_GEMM = 2): `2 · QTC_XSPLIT · k`
+/// per token, so 32 MiB hold 512 tokens at k = 14,336 with 2 parts; a longer prompt runs in
+/// slabs of a multiple of 128 tokens.
+pub const TCG2_SCRATCH_BYTES: usize = 32 << 20;
+
+/// Row tiles of 16 and tokens per block: TCG2_MT and 8 · TCG2_NT of kernels/linear_tcg.cu.
+const ROW_TILES: u32 = 8;
+const TOKENS: usize = 128;
+
+/// Tokens per slab for `k` columns and `parts` bf16 parts: the most [`TCG2_SCRATCH_BYTES`]
+/// holds, a multiple of 128 (0 when not even 128 fit).
+pub fn slab_tokens(k: usize, parts: usize) -> usize {
+    TCG2_SCRATCH_BYTES / (2 * parts * k).max(1) / TOKENS * TOKENS
+}
+
+/// Dynamic shared memory of a `linear_tcg2_*` block (bytes): `stages` buffers of `ku` units,
+/// each the weights of 8 row tiles (1,024 bytes a tile BF16, 512 + 32 Q8_0) and x of 128
+/// tokens in `parts` bf16 parts (512 bytes a part and token tile), then the block's slice
+/// totals (128 × 128 f32, 64 KiB).
+pub fn smem_bytes(dtype: DType, parts: u32, ku: u32, stages: u32) -> u32 {
+    let w_unit = ROW_TILES * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
+    stages * ku * (w_unit + (TOKENS as u32 / 8) * parts * 512) + (64 << 10)
+}
+
+impl CudaDevice {
+    /// `y = x W^T (+ bias)` for a tensor-core matrix on the second tiled form, outputs as
+    /// [`CudaDevice::linear_split`] (already checked by it): per slab, `tcg_split_x` writes the
+    /// slab's x as QTC_XSPLIT bf16 parts in B-fragment order into the stream's buffer, then
+    /// `linear_tcg2_bf16` / `_q8_0` (blocks of 128 rows by 128 tokens, 512 threads; TCG2_KU
+    /// units a stage, TCG2_STAGES stages) computes its rows. K slices as
+    /// [`CudaDevice::tc_split`], halved for the canary. Errors: another format, a k too large
+    /// for the buffer, the buffer's allocation (out of device memory, or first use inside a
+    /// CUDA graph capture), the shared-memory opt-in, a launch failure.
+    pub(super) fn linear_tcg2(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        let func = match w.dtype {
+            DType::BF16 => "linear_tcg2_bf16",
+            DType::Q8_0 => "linear_tcg2_q8_0",
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let (slices, _) = self.tc_split(w.rows);
+        let slices = if split_canary && slices > 1 {
+            slices / 2
+        } else {
+            slices
+        };
+        let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
+        let ku = self.define("TCG2_KU", 1).max(1);
+        let stages = self.define("TCG2_STAGES", 4).max(2);
+        let smem = smem_bytes(w.dtype, parts, ku, stages);
+        check(smem <= 227 << 10, || {
+            format!("tiled linear: TCG2_KU {ku} x TCG2_STAGES {stages} need {smem} bytes of shared memory a block (at most 227 KiB)")
+        })?;
+        let (k, r) = (w.cols, w.rows);
+        let slab = slab_tokens(k, parts as usize);
+        check(slab > 0, || {
+            format!(
+                "tiled linear: k {k} needs {} bytes of split x per token",
+                2 * parts as usize * k
+            )
+        })?;
+        let split = self.function("linear_tcg.cu", "tcg_split_x")?;
+        let f = self.function("linear_tcg.cu", func)?;
+        if smem > 48 << 10 {
+            self.grant_smem(func, &f, smem)?;
+        }
+        let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
+        let xs = buf.as_ref().expect("made by scratch");
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let si = slices as i32;
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let null = 0u64;
+        let mut m_base = 0;
+        while m_base < m {
+            let mc = slab.min(m - m_base);
+            let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
+            let mut b = self.launcher(&split);
+            b.arg(x).arg(xs).arg(&bi).arg(&ci).arg(&ki);
+            let cfg = LaunchConfig {
+                grid_dim: ((k / 32) as u32, (mc.div_ceil(8) as u32).div_ceil(8), 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: tcg_split_x(x, xs, m_base, mc, K): x holds m·k f32 (checked by
+            // linear_split); xs holds ceil(mc / 8)·8 tokens of 2·parts·k bytes, at most
+            // TCG2_SCRATCH_BYTES (mc ≤ slab, a multiple of 8).
+            unsafe { b.launch(cfg) }?;
+            let mut b = self.launcher(&f);
+            b.arg(xs).arg(&w.data);
+            match &w.aux {
+                Some(aux) => b.arg(aux),
+                None => b.arg(&null),
+            };
+            push_bias_outs(&mut b, &w.bias, ys, &null);
+            b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
+            b.arg(&bi).arg(&ci).arg(&si);
+            let cfg = LaunchConfig {
+                grid_dim: (mc.div_ceil(TOKENS) as u32, tiles.div_ceil(ROW_TILES), 1),
+                block_dim: (512, 1, 1),
+                shared_mem_bytes: smem,
+            };
+            // SAFETY: the argument list is LINEAR_TCG2's (xs, q, s, bias, LIN_OUT_PARAMS,
+            // m_base, mc, slices); shapes checked by linear_split and at DevMatrix construction.
+            unsafe { b.launch(cfg) }?;
+            m_base += mc;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slabs are whole blocks of 128 tokens and fit the buffer; the shared memory matches the
+    /// kernel file's sizes (160 KiB for BF16 with 2 parts at 4 stages of 1 unit).
+    #[test]
+    fn slabs_and_shared_memory_follow_the_kernel_layout() {
+        assert_eq!(slab_tokens(4096, 2), 2048);
+        assert_eq!(slab_tokens(14336, 2), 512);
+        assert_eq!(slab_tokens(14336, 3), 384);
+        assert_eq!(slab_tokens(1 << 24, 3), 0);
+        for (k, p) in [(4096, 1), (4096, 3), (14336, 2), (11008, 2)] {
+            let s = slab_tokens(k, p);
+            assert_eq!(s % 128, 0);
+            assert!(s * 2 * p * k <= TCG2_SCRATCH_BYTES);
+            assert!((s + 128) * 2 * p * k > TCG2_SCRATCH_BYTES);
+        }
+        assert_eq!(smem_bytes(DType::BF16, 2, 1, 4), 160 << 10);
+        assert_eq!(
+            smem_bytes(DType::Q8_0, 2, 1, 4),
+            4 * (8 * 544 + 16 * 1024) + (64 << 10)
+        );
+        assert_eq!(smem_bytes(DType::BF16, 2, 2, 3), 208 << 10);
+    }
+}
