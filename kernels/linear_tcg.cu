@@ -13,6 +13,10 @@
 //  - blocks of 16 warps of 32 rows x 32 tokens (128 rows x 128 tokens a block, as before), at
 //    most 128 registers a thread: 4 warps a scheduler; the slice totals in shared memory;
 //  - TCG2_KU units of 32 elements a pipeline stage (one barrier a stage).
+// Measured (runs 59-60): bit-identical and green, but 8-17% slower than linear_tc.cu's tiled form
+// on the H200 (twice the warps: 28% more instructions, the fragments feeding the MMAs straight
+// from shared loads, 16 warps at every barrier), so off. Its x pre-split is what a wgmma form
+// would keep.
 //
 // Exactness: per output element (row, token) the chain is linear_tc_impl's, unchanged: K cut into
 // `slices` fixed slices of whole units (from K and the matrix's shape alone; the host passes the
