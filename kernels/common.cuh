@@ -402,3 +402,30 @@ __device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) 
     const u32 d = (u32)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(pred ? 16 : 0));
 }
+
+// The A fragments (both k-halves h: a[h][0..3]) and row scales (d[0]: row g, d[1]: row g + 8; 1
+// for BF16) of one staged (tile, unit) in shared memory, as the tiled forms keep it: BF16 at `w`,
+// 32 lanes of two 16-byte halves, in two planes of 32 (`planes`: half h of lane l at 16 (32h +
+// l)) or interleaved (at 16 (2l + h)); Q8_0 at `w`, 32 lanes of 16 bytes of int8, the tile's
+// 8 scale words at `sc` (word g: f16 of row g | f16 of row g + 8 << 16).
+template <int F, bool planes>
+__device__ __forceinline__ void tc_staged_a(const u8* w, const u8* sc, int lane, u32 (&a)[2][4], float (&d)[2]) {
+    if (F == TC_BF16) {
+        const uint4* wp = reinterpret_cast<const uint4*>(w);
+        const uint4 v0 = planes ? wp[lane] : wp[2 * lane];
+        const uint4 v1 = planes ? wp[32 + lane] : wp[2 * lane + 1];
+        a[0][0] = v0.x; a[0][1] = v0.y; a[0][2] = v0.z; a[0][3] = v0.w;
+        a[1][0] = v1.x; a[1][1] = v1.y; a[1][2] = v1.z; a[1][3] = v1.w;
+        d[0] = d[1] = 1.0f;
+    } else {
+        const uint4 v = reinterpret_cast<const uint4*>(w)[lane];
+        const u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
+        const u32 s = reinterpret_cast<const u32*>(sc)[lane >> 2];
+        d[0] = f16_bits_to_f32((u16)(s & 0xffffu));
+        d[1] = f16_bits_to_f32((u16)(s >> 16));
+    }
+}

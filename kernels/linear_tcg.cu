@@ -161,23 +161,7 @@ __device__ __forceinline__ void linear_tcg2_impl(const uint4* __restrict__ xs, c
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int tl = 2 * wm + i;
-                if (F == TC_BF16) {
-                    const uint4* wp = reinterpret_cast<const uint4*>(W + tl * WB);
-                    const uint4 v0 = wp[lane], v1 = wp[32 + lane];
-                    a[i][0][0] = v0.x; a[i][0][1] = v0.y; a[i][0][2] = v0.z; a[i][0][3] = v0.w;
-                    a[i][1][0] = v1.x; a[i][1][1] = v1.y; a[i][1][2] = v1.z; a[i][1][3] = v1.w;
-                    d[i][0] = d[i][1] = 1.0f;
-                } else {
-                    const uint4 v = reinterpret_cast<const uint4*>(W + tl * WB)[lane];
-                    const u32 words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) a[i][h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
-                    const u32 sc = reinterpret_cast<const u32*>(W + TCG2_MT * WB + tl * 32)[g];
-                    d[i][0] = f16_bits_to_f32((u16)(sc & 0xffffu));
-                    d[i][1] = f16_bits_to_f32((u16)(sc >> 16));
-                }
+                tc_staged_a<F, true>(W + tl * WB, W + TCG2_MT * WB + tl * 32, lane, a[i], d[i]);
             }
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
