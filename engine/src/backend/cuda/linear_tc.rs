@@ -23,8 +23,9 @@ pub const IMMA_SCRATCH_BYTES: usize = 16 << 20;
 pub const SK_SCRATCH_FLOATS: usize = 16 << 20;
 
 /// Dynamic shared memory one block may have on the devices we build for (sm_80 and sm_90: 227
-/// KiB); the split-K form falls back to the one-token family past it.
-const SK_SMEM_MAX: u32 = 227 << 10;
+/// KiB); the split-K form falls back to the one-token family past it, the second tiled form
+/// refuses a stage count that needs more.
+pub(super) const SMEM_MAX: u32 = 227 << 10;
 
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
@@ -204,7 +205,7 @@ impl CudaDevice {
         let per = nu.div_ceil(slices);
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let smem = per * nt * parts * 512;
-        if smem > SK_SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
+        if smem > SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
             return Ok(false);
         }
         let func = match w.dtype {

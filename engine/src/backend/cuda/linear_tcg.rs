@@ -3,7 +3,7 @@
 //! same per-row chain as every other tensor-core form, so rows are bit-identical for every M
 //! (docs/DESIGN.md §3; why a second form: research/cuda-notes.md, run 57).
 
-use super::linear_tc::TC_TILE_ROWS;
+use super::linear_tc::{SMEM_MAX, TC_TILE_ROWS};
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
 use super::CudaDevice;
 use crate::error::{Error, Result};
@@ -67,8 +67,8 @@ impl CudaDevice {
         let ku = self.define("TCG2_KU", 1).max(1);
         let stages = self.define("TCG2_STAGES", 4).max(2);
         let smem = smem_bytes(w.dtype, parts, ku, stages);
-        check(smem <= 227 << 10, || {
-            format!("tiled linear: TCG2_KU {ku} x TCG2_STAGES {stages} need {smem} bytes of shared memory a block (at most 227 KiB)")
+        check(smem <= SMEM_MAX, || {
+            format!("tiled linear: TCG2_KU {ku} x TCG2_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
         })?;
         let (k, r) = (w.cols, w.rows);
         let slab = slab_tokens(k, parts as usize);
