@@ -237,6 +237,9 @@ fn linear_switches_compile() {
             ("TCG2_STAGES", "3"),
         ],
         &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "1"), ("TCG2_STAGES", "3")],
+        // The wgmma form (kernels/linear_tcw.cu) with 2 and 3 warpgroups a block.
+        &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2")],
+        &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2"), ("TCW_WG", "3")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),
@@ -255,6 +258,7 @@ fn linear_switches_compile() {
             "linear.cu",
             "linear_tc.cu",
             "linear_tcg.cu",
+            "linear_tcw.cu",
             "linear_int.cu",
         ] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);

@@ -57,8 +57,8 @@ fn serve_table_then_flags() {
     assert!(format!("{e:#}").contains("prot"), "{e:#}");
 }
 
-/// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=2,
-/// TCG2_STAGES 2..=8, QLIN_M1_PREFETCH from 0, sizes from 1; anything else names the define.
+/// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
+/// TCG2_STAGES and TCW_STAGES 2..=8, TCW_WG 1..=3, QLIN_M1_PREFETCH from 0, sizes from 1; anything else names the define.
 #[test]
 fn kernel_define_values_are_checked_by_kind() {
     let dir = tempfile::tempdir().unwrap();
@@ -110,7 +110,9 @@ fn kernel_define_values_are_checked_by_kind() {
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
         ("QTC_SPLIT = \"0\"", "positive integer"),
         ("ATTN_KV16W = \"8\"", "\"0\" or \"1\""),
-        ("QTC_GEMM = \"3\"", "its second form"),
+        ("QTC_GEMM = \"4\"", "wgmma"),
+        ("TCW_WG = \"4\"", "TCW_WG must be 1 to 3"),
+        ("TCW_STAGES = \"1\"", "TCW_STAGES must be 2 to 8"),
         ("TCG2_STAGES = \"1\"", "TCG2_STAGES must be 2 to 8"),
         ("TCG2_KU = \"0\"", "positive integer"),
         ("QTC_TILES = \"2\"", "unknown define"),

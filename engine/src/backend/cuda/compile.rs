@@ -53,6 +53,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear_tcg.cu"),
     },
     KernelSource {
+        name: "linear_tcw.cu",
+        src: include_str!("../../../../kernels/linear_tcw.cu"),
+    },
+    KernelSource {
         name: "attention.cu",
         src: include_str!("../../../../kernels/attention.cu"),
     },

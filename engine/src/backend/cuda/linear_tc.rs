@@ -130,7 +130,9 @@ impl CudaDevice {
         check(k.is_multiple_of(32), || format!("linear_tc: k {k}"))?;
         let gemm = self.define("QTC_GEMM", 0);
         if gemm >= 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
-            return if gemm == 2 {
+            return if gemm == 3 {
+                self.linear_tcw(x, w, ys, rows, m, split_canary)
+            } else if gemm == 2 {
                 self.linear_tcg2(x, w, ys, rows, m, split_canary)
             } else {
                 self.linear_tcg(x, w, ys, rows, m, split_canary)

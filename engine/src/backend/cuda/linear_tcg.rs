@@ -1,7 +1,9 @@
-//! The second tiled tensor-core form (QTC_GEMM = 2, kernels/linear_tcg.cu): for many tokens
-//! (prefill, large batches), x split once into its bf16 parts, then blocks of 16 warps walk the
-//! same per-row chain as every other tensor-core form, so rows are bit-identical for every M
-//! (docs/DESIGN.md §3; why a second form: research/cuda-notes.md, run 57).
+//! The second and third tiled tensor-core forms for many tokens (prefill, large batches): x split
+//! once into its bf16 parts, then blocks walk the same per-row chain as every other tensor-core
+//! form, so rows are bit-identical for every M (docs/DESIGN.md §3). QTC_GEMM = 2
+//! (kernels/linear_tcg.cu): 16 warps of mma.sync a block (why: research/cuda-notes.md, run 57).
+//! QTC_GEMM = 3 (kernels/linear_tcw.cu, sm_90a only): Hopper's warpgroup MMA, which run 61 found
+//! bit-identical to mma.sync m16n8k16.
 
 use super::linear_tc::{SMEM_MAX, TC_TILE_ROWS};
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
@@ -129,6 +131,119 @@ impl CudaDevice {
     }
 }
 
+/// Tokens per block of the wgmma form (TCW_N of kernels/linear_tcw.cu).
+const TCW_TOKENS: usize = 128;
+
+/// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
+/// x of 128 tokens in `parts` bf16 parts (8 KiB a part) and the weights of `4 · wg` row tiles
+/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32).
+pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
+    let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
+    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4
+}
+
+impl CudaDevice {
+    /// `y = x W^T (+ bias)` for a tensor-core matrix on the wgmma form (QTC_GEMM = 3), outputs
+    /// as [`CudaDevice::linear_split`] (already checked by it): per slab, `tcw_split_x` writes
+    /// the slab's x as QTC_XSPLIT bf16 parts in wgmma's core-matrix order into the stream's
+    /// buffer (the one QTC_GEMM = 2 uses, [`TCG2_SCRATCH_BYTES`]), then `linear_tcw_bf16` /
+    /// `_q8_0` (TCW_WG warpgroups of 64 rows by 128 tokens a block; TCW_STAGES units in the
+    /// shared-memory pipeline) computes its rows. K slices as [`CudaDevice::tc_split`], halved
+    /// for the canary. Errors: a device without wgmma (not sm_90a), another format, a k too
+    /// large for the buffer, the shared memory, the buffer's allocation (out of device memory,
+    /// or first use inside a CUDA graph capture), a launch failure.
+    pub(super) fn linear_tcw(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        check(self.info().arch == "sm_90a", || {
+            format!(
+                "tiled linear: QTC_GEMM = 3 (wgmma) needs sm_90a; this device is {}",
+                self.info().arch
+            )
+        })?;
+        let func = match w.dtype {
+            DType::BF16 => "linear_tcw_bf16",
+            DType::Q8_0 => "linear_tcw_q8_0",
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let (slices, _) = self.tc_split(w.rows);
+        let slices = if split_canary && slices > 1 {
+            slices / 2
+        } else {
+            slices
+        };
+        let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
+        let wg = self.define("TCW_WG", 2).max(1);
+        let stages = self.define("TCW_STAGES", 4).max(2);
+        let smem = tcw_smem_bytes(w.dtype, parts, wg, stages);
+        check(smem <= SMEM_MAX, || {
+            format!("tiled linear: TCW_WG {wg} x TCW_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
+        })?;
+        let (k, r) = (w.cols, w.rows);
+        let slab = slab_tokens(k, parts as usize);
+        check(slab > 0, || {
+            format!(
+                "tiled linear: k {k} needs {} bytes of split x per token",
+                2 * parts as usize * k
+            )
+        })?;
+        let split = self.function("linear_tcw.cu", "tcw_split_x")?;
+        let f = self.function("linear_tcw.cu", func)?;
+        if smem > 48 << 10 {
+            self.grant_smem(func, &f, smem)?;
+        }
+        let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
+        let xs = buf.as_ref().expect("made by scratch");
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let r0 = i32_of(rows[0], "r0")?;
+        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let si = slices as i32;
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        let null = 0u64;
+        let mut m_base = 0;
+        while m_base < m {
+            let mc = slab.min(m - m_base);
+            let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
+            let mut b = self.launcher(&split);
+            b.arg(x).arg(xs).arg(&bi).arg(&ci).arg(&ki);
+            let cfg = LaunchConfig {
+                grid_dim: ((k / 32) as u32, (mc.div_ceil(8) as u32).div_ceil(8), 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: tcw_split_x(x, xs, m_base, mc, K): x holds m·k f32 (checked by
+            // linear_split); xs holds ceil(mc / 8)·8 tokens of 2·parts·k bytes, at most
+            // TCG2_SCRATCH_BYTES (mc ≤ slab, a multiple of 8).
+            unsafe { b.launch(cfg) }?;
+            let mut b = self.launcher(&f);
+            b.arg(xs).arg(&w.data);
+            match &w.aux {
+                Some(aux) => b.arg(aux),
+                None => b.arg(&null),
+            };
+            push_bias_outs(&mut b, &w.bias, ys, &null);
+            b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
+            b.arg(&bi).arg(&ci).arg(&si);
+            let cfg = LaunchConfig {
+                grid_dim: (mc.div_ceil(TCW_TOKENS) as u32, tiles.div_ceil(4 * wg), 1),
+                block_dim: (128 * wg, 1, 1),
+                shared_mem_bytes: smem,
+            };
+            // SAFETY: the argument list is LINEAR_TCW's (xs, q, s, bias, LIN_OUT_PARAMS,
+            // m_base, mc, slices); shapes checked by linear_split and at DevMatrix construction.
+            unsafe { b.launch(cfg) }?;
+            m_base += mc;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +268,12 @@ mod tests {
             4 * (8 * 544 + 16 * 1024) + (64 << 10)
         );
         assert_eq!(smem_bytes(DType::BF16, 2, 2, 3), 208 << 10);
+        // The wgmma form: 4 stages of 16 KiB x and 8 KiB weights, 64 KiB of totals (2 groups).
+        assert_eq!(tcw_smem_bytes(DType::BF16, 2, 2, 4), 160 << 10);
+        assert_eq!(
+            tcw_smem_bytes(DType::Q8_0, 2, 3, 4),
+            4 * (16384 + 12 * 544) + (96 << 10)
+        );
+        assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4) > SMEM_MAX);
     }
 }

@@ -1,0 +1,293 @@
+// The tiled tensor-core linear layers on Hopper's warpgroup MMA (QTC_GEMM = 3, from QTC_GEMM_MIN
+// tokens; sm_90a only): y = x W^T + b for BF16 and Q8_0 weights in linear_tc.cu's tile-unit
+// layout, bit-identical to every other tensor-core form (docs/DESIGN.md §3).
+//
+// Why (research/cuda-notes.md, runs 59-60): with mma.sync every m16n8k16 is its own instruction
+// fed by shared loads, and the 7-9 instructions around each one bound the tiled GEMM at about a
+// third of the tensor pipe. wgmma.mma_async (PTX ISA 9.7.15) computes m64nNk16 as one
+// asynchronous instruction with B read from shared memory by descriptor. Run 61
+// (research/cuda/probe_wgmma.cu): m64n8k16 and m64n32k16, A from registers or from shared memory,
+// give mma.sync m16n8k16's bits on 8.4 M elements (each element: the same 16 products plus the
+// accumulator), so one wgmma m64n64k16 stands for 32 m16n8k16 with the same sums.
+//
+// Exactness: per output element (row, token) the chain is linear_tc_impl's, unchanged: K cut into
+// `slices` fixed slices of whole 32-element units (the host passes the count, from the matrix's
+// shape, halved for the gates' canary); units in increasing order; per unit a sum started at 0
+// (the first MMA with scale-d = 0) of the MMAs k-half 0 then 1, in each the parts hi, mid, lo;
+// then BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); a slice's sum folded into the
+// total at the slice's end (the first as is, empty slices adding 0), then the bias.
+//
+// Shape of a block: TCW_WG warpgroups, each 64 rows (warp w of the group: row tile w, its A
+// fragments from the staged tile-unit layout into registers, the RS form of wgmma) by 128 tokens
+// in two halves of 64 (one m64n64k16 a half, k-half and part). Per unit both halves' MMAs go in
+// as two commit groups; half 0's sum is folded into its running sum while half 1's MMAs run.
+// Weights and x reach shared memory through one cp.async pipeline of TCW_STAGES units; x is split
+// into its bf16 parts once per call by `tcw_split_x`, in the core-matrix order wgmma's descriptor
+// reads.
+#include "common.cuh"
+
+// Warpgroups (of 64 rows) a block.
+#ifndef TCW_WG
+#define TCW_WG 2
+#endif
+// Units of 32 elements in flight in the shared-memory pipeline.
+#ifndef TCW_STAGES
+#define TCW_STAGES 4
+#endif
+#define TCW_N 128  // tokens a block
+
+// x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
+// m_base + mc used); xs: [ceil(mc / 8) token blocks][K / 32 units][QTC_XSPLIT parts][4 k-blocks]
+// [8 tokens][8 k] bf16: 512 bytes a (token block, unit, part), one 128-byte core matrix a k-block
+// (row = token, 16 bytes = 8 consecutive k); tokens past mc are zeros. The parts are split_x's.
+// Grid: (K / 32, ceil(ceil(mc / 8) / 8)); block 256 (warp: a token block; lane 4 tok + kb).
+extern "C" __global__ void __launch_bounds__(256) tcw_split_x(const float* x, uint4* xs, int m_base, int mc, int K) {
+    pdl_entry();
+    constexpr int P = QTC_XSPLIT;
+    const int nu = K / 32, u = blockIdx.x;
+    const int tb = blockIdx.y * 8 + (threadIdx.x >> 5);
+    const int tok = (threadIdx.x >> 2) & 7, kb = threadIdx.x & 3;
+    if (tb * 8 >= mc) return;
+    const int m = tb * 8 + tok;
+    float4 f0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), f1 = f0;
+    if (m < mc) {
+        const float4* src = reinterpret_cast<const float4*>(x + (size_t)(m_base + m) * K + 32 * u + 8 * kb);
+        f0 = src[0];
+        f1 = src[1];
+    }
+    u32 w[4][P];
+    split_x(make_float2(f0.x, f0.y), w[0]);
+    split_x(make_float2(f0.z, f0.w), w[1]);
+    split_x(make_float2(f1.x, f1.y), w[2]);
+    split_x(make_float2(f1.z, f1.w), w[3]);
+    uint4* dst = xs + ((size_t)tb * nu + u) * P * 32 + kb * 8 + tok;
+#pragma unroll
+    for (int p = 0; p < P; ++p) dst[p * 32] = make_uint4(w[0][p], w[1][p], w[2][p], w[3][p]);
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TCW_HAVE_WGMMA 1
+// A shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4,
+// leading byte offset (between core matrices along K) 128, stride byte offset (between core
+// matrices along N) 512, no swizzle.
+__device__ __forceinline__ unsigned long long tcw_desc(const void* p) {
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(512 >> 4) << 32);
+}
+__device__ __forceinline__ void tcw_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+// Pins d's registers at this point (CUTLASS's warpgroup_fence_operand): the compiler may not
+// move their definitions (the zeros before the first MMA) in between a fence and its MMAs.
+__device__ __forceinline__ void tcw_pin(float (&d)[32]) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void tcw_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// d = (scale_d ? d : 0) + A B: one m64n64k16 (bf16 in, f32 accumulation), A (this warp's 16 rows
+// x 16 k) in registers in the m16n8k16 fragment order, B (64 tokens x 16 k) by descriptor.
+__device__ __forceinline__ void tcw_mma(float (&d)[32], const u32 (&a)[4], unsigned long long desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+// Wait until at most N committed groups of this warpgroup are pending; d's registers are written
+// by them, so they are named here (nothing reads them before the wait).
+template <int N>
+__device__ __forceinline__ void tcw_wait(float (&d)[32]) {
+    asm volatile("wgmma.wait_group.sync.aligned %32;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "n"(N)
+                 : "memory");
+}
+#else
+#define TCW_HAVE_WGMMA 0
+#endif
+
+// xs: tcw_split_x's output for tokens m_base .. m_base + mc; q, s: linear_tc.cu's layout; bias:
+// [R] f32 or null; y: Outs, token m_base + m for the slab's token m. Grid: (ceil(mc / 128),
+// ceil(ceil(R / 16) / (4 TCW_WG))), token blocks fastest (the blocks running together share a
+// row block's weights through L2); block 128 TCW_WG; dynamic shared memory: TCW_STAGES units of
+// (x: QTC_XSPLIT x 8 KiB, weights: 4 TCW_WG tiles of 1,024 bytes BF16 or 544 Q8_0), then the
+// slice totals, 64 x 128 TCW_WG f32 (host: linear_tcg.rs, tcw_smem_bytes).
+template <int F>
+__device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, const u8* __restrict__ q,
+                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
+                                                int m_base, int mc, int K, int R, int slices) {
+#if TCW_HAVE_WGMMA
+    static_assert(TCW_STAGES >= 2, "a unit is staged while the one before it runs");
+    constexpr int P = QTC_XSPLIT;
+    constexpr int MT = 4 * TCW_WG;                 // row tiles a block
+    constexpr int NTH = 128 * TCW_WG;              // threads a block
+    constexpr int WB = F == TC_BF16 ? 1024 : 512;  // bytes of one (tile, unit)'s weights
+    constexpr int SB = F == TC_Q8_0 ? 32 : 0;       // and of its scales
+    constexpr int X_PART = (TCW_N / 8) * 512;
+    constexpr int X_UNIT = P * X_PART;
+    constexpr int STAGE = X_UNIT + MT * (WB + SB);
+    extern __shared__ __align__(128) u8 tcw_smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int nu = K / 32;
+    const int tiles = (R + 15) / 16;
+    const int tile0 = blockIdx.y * MT;
+    const int tb0 = blockIdx.x * (TCW_N / 8);
+    const int ntb = (mc + 7) / 8;
+    const int per = (nu + slices - 1) / slices;
+
+    // Unit u (x parts, weights, scales) into buffer `buf`; past the last unit, tile or token
+    // block: zeros.
+    auto load = [&](int u, int buf) {
+        u8* X = tcw_smem + buf * STAGE;
+        u8* W = X + X_UNIT;
+        for (int c = tid; c < P * (TCW_N / 8) * 32; c += NTH) {
+            const int p = c / ((TCW_N / 8) * 32), rest = c % ((TCW_N / 8) * 32), tb = rest >> 5;
+            const bool ok = u < nu && tb0 + tb < ntb;
+            const uint4* src = ok ? xs + (((size_t)(tb0 + tb) * nu + u) * P + p) * 32 + (rest & 31) : xs;
+            tcg_cp16(X + p * X_PART + rest * 16, src, ok);
+        }
+        for (int c = tid; c < MT * (WB / 16); c += NTH) {
+            const int tl = c / (WB / 16), off = c % (WB / 16);
+            const bool ok = u < nu && tile0 + tl < tiles;
+            const u8* src = ok ? q + ((size_t)(tile0 + tl) * nu + u) * WB + off * 16 : q;
+            // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads).
+            const int slot = F == TC_BF16 ? (off & 1) * 32 + (off >> 1) : off;
+            tcg_cp16(W + tl * WB + slot * 16, src, ok);
+        }
+        if (F == TC_Q8_0) {
+            for (int c = tid; c < MT * 2; c += NTH) {
+                const int tl = c >> 1, half = c & 1;
+                const bool ok = u < nu && tile0 + tl < tiles;
+                const u8* src =
+                    ok ? reinterpret_cast<const u8*>(s) + ((size_t)(tile0 + tl) * nu + u) * 32 + half * 16 : q;
+                tcg_cp16(W + MT * WB + tl * 32 + half * 16, src, ok);
+            }
+        }
+    };
+    // This warp's A fragments and row scales of unit u (in buffer u % TCW_STAGES).
+    const int tl = warp;  // row tile within the block: warpgroup warp / 4, warp warp % 4 in it
+    auto read_a = [&](int u, u32 (&a)[2][4], float (&d)[2]) {
+        const u8* W = tcw_smem + (u % TCW_STAGES) * STAGE + X_UNIT;
+        tc_staged_a<F, true>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
+    };
+    // Issue half `hn`'s MMAs of unit u (k-half 0 then 1, parts in order; the first from 0).
+    // The descriptors are made before the fence: ptxas serializes wgmma when a register one
+    // reads is defined between the fence and the commit.
+    auto issue = [&](int u, int hn, const u32 (&a)[2][4], float (&us)[32]) {
+        const u8* X = tcw_smem + (u % TCW_STAGES) * STAGE + hn * (TCW_N / 16) * 512;
+        unsigned long long desc[2][P];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+                // Through an asm volatile, so the compiler cannot sink it past the fence.
+                const unsigned long long v = tcw_desc(X + p * X_PART + h * 256);
+                asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[h][p]) : "l"(v));
+            }
+        int from0, acc_on;  // scale-d of the first MMA and of the rest, pinned the same way
+        asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
+        asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
+        tcw_pin(us);
+        tcw_fence();
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int p = 0; p < P; ++p) tcw_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
+        tcw_commit();
+    };
+    // Fold a finished unit sum into its half's running sum (element i: row g + 8 ((i / 2) % 2)).
+    auto fold = [&](float (&acc)[32], const float (&us)[32], const float (&d)[2]) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+            acc[i] = F == TC_Q8_0 ? __fmaf_rn(d[(i >> 1) & 1], us[i], acc[i]) : __fadd_rn(acc[i], us[i]);
+    };
+    float* tot_s = reinterpret_cast<float*>(tcw_smem + TCW_STAGES * STAGE);
+
+    float us0[32], us1[32], acc0[32], acc1[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) us0[i] = us1[i] = acc0[i] = acc1[i] = 0.0f;
+
+#pragma unroll
+    for (int i = 0; i < TCW_STAGES - 1; ++i) {
+        load(i, i);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    int sl = 0, u_end = min(nu, per);
+    // Per unit: both halves' MMAs go in, half 0's sum is folded while half 1's run, then half 1's.
+    // No register a pending MMA reads or writes is touched between a fence and the next wait
+    // (else ptxas serializes the MMAs); the overlap across units comes from the block's other
+    // warpgroups.
+    for (int u = 0; u < nu; ++u) {
+        // Unit u staged and visible to the async proxy; every warpgroup past unit u - 1, so its
+        // buffer takes unit u + TCW_STAGES - 1 (only real units; an empty group keeps the count
+        // of committed groups one a unit).
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(TCW_STAGES - 2));
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        if (u + TCW_STAGES - 1 < nu) load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
+        asm volatile("cp.async.commit_group;\n" ::);
+        u32 a[2][4];
+        float d[2];
+        read_a(u, a, d);
+        issue(u, 0, a, us0);
+        issue(u, 1, a, us1);
+        tcw_wait<1>(us0);
+        fold(acc0, us0, d);
+        tcw_wait<0>(us1);
+        fold(acc1, us1, d);
+        if (u + 1 == u_end) {
+            // The slice's sum into the total (the first as is), in slice order.
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+                float* t0 = tot_s + i * NTH + tid;
+                float* t1 = tot_s + (32 + i) * NTH + tid;
+                *t0 = sl == 0 ? acc0[i] : __fadd_rn(*t0, acc0[i]);
+                *t1 = sl == 0 ? acc1[i] : __fadd_rn(*t1, acc1[i]);
+                acc0[i] = acc1[i] = 0.0f;
+            }
+            ++sl;
+            u_end = min(nu, u_end + per);
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    // Element i of half hn: row 16 (tile0 + warp) + g + 8 ((i / 2) % 2), token 8 tb0 + 64 hn +
+    // 8 (i / 4) + 2t + i % 2.
+    const int row0 = 16 * (tile0 + tl) + g;
+#pragma unroll
+    for (int e = 0; e < 64; ++e) {
+        const int hn = e >> 5, i = e & 31;
+        float v = tot_s[e * NTH + tid];
+        // Empty slices (past the last unit) add their zero sums, as linear_tc_impl's do.
+        for (int z = sl; z < slices; ++z) v = __fadd_rn(v, 0.0f);
+        const int row = row0 + 8 * ((i >> 1) & 1);
+        const int m = 8 * tb0 + 64 * hn + 8 * (i >> 2) + 2 * t + (i & 1);
+        if (row < R && m < mc) {
+            if (bias) v = __fadd_rn(v, bias[row]);
+            store_out(y, m_base + m, row, v);
+        }
+    }
+#else
+    // Built for an architecture without wgmma: the host never launches this (QTC_GEMM = 3 needs
+    // sm_90a), so reaching it is a bug; trap rather than leave y unwritten.
+    (void)xs; (void)q; (void)s; (void)bias; (void)y; (void)m_base; (void)mc; (void)K; (void)R; (void)slices;
+    __trap();
+#endif
+}
+
+#define LINEAR_TCW(name, F)                                                                         \
+    extern "C" __global__ void __launch_bounds__(128 * TCW_WG, 1)                                  \
+        name(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,        \
+             int m_base, int mc, int slices) { pdl_entry();                                        \
+        linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices);                     \
+    }
+
+LINEAR_TCW(linear_tcw_bf16, TC_BF16)
+LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
