@@ -144,33 +144,61 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     const int per = (nu + slices - 1) / slices;
 
     // Unit u (x parts, weights, scales) into buffer `buf`; past the last unit, tile or token
-    // block: zeros.
+    // block: zeros. A thread's chunks are fixed for the whole K walk, so their sources (at unit
+    // 0), shared-memory offsets and validity are computed once; a unit adds its stride. The
+    // loops have compile-time trip counts (a branch-free, unrolled copy: run 62's first version
+    // spent several hundred instructions a thread and unit here).
+    constexpr int XC = P * (TCW_N / 8) * 32;  // 16-byte chunks of x a unit
+    constexpr int WC = MT * (WB / 16);        // of weights
+    constexpr int SC = F == TC_Q8_0 ? MT * 2 : 0;  // of scales
+    constexpr int XI = (XC + NTH - 1) / NTH, WI = (WC + NTH - 1) / NTH, SI = (SC + NTH - 1) / NTH;
+    const uint4* xsrc[XI];
+    u32 xdst[XI];
+    bool xok[XI];
+#pragma unroll
+    for (int i = 0; i < XI; ++i) {
+        const int c = tid + i * NTH;
+        const int p = c / ((TCW_N / 8) * 32), rest = c % ((TCW_N / 8) * 32), tb = rest >> 5;
+        xok[i] = c < XC && tb0 + tb < ntb;
+        xsrc[i] = xok[i] ? xs + ((size_t)(tb0 + tb) * nu * P + p) * 32 + (rest & 31) : xs;
+        xdst[i] = p * X_PART + rest * 16;
+    }
+    const u8* wsrc[WI];
+    u32 wdst[WI];
+    bool wok[WI];
+#pragma unroll
+    for (int i = 0; i < WI; ++i) {
+        const int c = tid + i * NTH;
+        const int tl = c / (WB / 16), off = c % (WB / 16);
+        wok[i] = c < WC && tile0 + tl < tiles;
+        wsrc[i] = wok[i] ? q + (size_t)(tile0 + tl) * nu * WB + off * 16 : q;
+        // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads).
+        wdst[i] = X_UNIT + tl * WB + (F == TC_BF16 ? (off & 1) * 32 + (off >> 1) : off) * 16;
+    }
+    const u8* ssrc[SI > 0 ? SI : 1];
+    u32 sdst[SI > 0 ? SI : 1];
+    bool sok[SI > 0 ? SI : 1];
+#pragma unroll
+    for (int i = 0; i < SI; ++i) {
+        const int c = tid + i * NTH;
+        const int tl = c >> 1, half = c & 1;
+        sok[i] = c < SC && tile0 + tl < tiles;
+        ssrc[i] = sok[i] ? reinterpret_cast<const u8*>(s) + (size_t)(tile0 + tl) * nu * 32 + half * 16 : q;
+        sdst[i] = X_UNIT + MT * WB + tl * 32 + half * 16;
+    }
+    // A source past the last unit is never read (the copy's source size is then 0).
     auto load = [&](int u, int buf) {
-        u8* X = tcw_smem + buf * STAGE;
-        u8* W = X + X_UNIT;
-        for (int c = tid; c < P * (TCW_N / 8) * 32; c += NTH) {
-            const int p = c / ((TCW_N / 8) * 32), rest = c % ((TCW_N / 8) * 32), tb = rest >> 5;
-            const bool ok = u < nu && tb0 + tb < ntb;
-            const uint4* src = ok ? xs + (((size_t)(tb0 + tb) * nu + u) * P + p) * 32 + (rest & 31) : xs;
-            tcg_cp16(X + p * X_PART + rest * 16, src, ok);
-        }
-        for (int c = tid; c < MT * (WB / 16); c += NTH) {
-            const int tl = c / (WB / 16), off = c % (WB / 16);
-            const bool ok = u < nu && tile0 + tl < tiles;
-            const u8* src = ok ? q + ((size_t)(tile0 + tl) * nu + u) * WB + off * 16 : q;
-            // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads).
-            const int slot = F == TC_BF16 ? (off & 1) * 32 + (off >> 1) : off;
-            tcg_cp16(W + tl * WB + slot * 16, src, ok);
-        }
-        if (F == TC_Q8_0) {
-            for (int c = tid; c < MT * 2; c += NTH) {
-                const int tl = c >> 1, half = c & 1;
-                const bool ok = u < nu && tile0 + tl < tiles;
-                const u8* src =
-                    ok ? reinterpret_cast<const u8*>(s) + ((size_t)(tile0 + tl) * nu + u) * 32 + half * 16 : q;
-                tcg_cp16(W + MT * WB + tl * 32 + half * 16, src, ok);
-            }
-        }
+        u8* base = tcw_smem + buf * STAGE;
+        const bool in = u < nu;
+#pragma unroll
+        for (int i = 0; i < XI; ++i)
+            if (tid + i * NTH < XC) tcg_cp16(base + xdst[i], xsrc[i] + u * (P * 32), xok[i] && in);
+#pragma unroll
+        for (int i = 0; i < WI; ++i)
+            if (tid + i * NTH < WC) tcg_cp16(base + wdst[i], wsrc[i] + u * WB, wok[i] && in);
+#pragma unroll
+        for (int i = 0; i < SI; ++i)
+            if (tid + i * NTH < SC) tcg_cp16(base + sdst[i], ssrc[i] + u * 32, sok[i] && in);
     };
     // This warp's A fragments and row scales of unit u (in buffer u % TCW_STAGES).
     const int tl = warp;  // row tile within the block: warpgroup warp / 4, warp warp % 4 in it
