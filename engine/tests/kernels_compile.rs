@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 18] = [
+    let sets: [&[(&str, &str)]; 20] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
