@@ -4,8 +4,9 @@
 # for the mma.sync form: about 2,280 cycles a unit a block where the tensor work is ~512. The
 # SASS showed the cp.async loops generic (runtime trip counts, 64-bit index math a chunk: about
 # 480 instructions a thread and unit); now unrolled with sources computed once (216).
+# The shipped mma.sync tiled form's weight copy got the same fix (g1 here; run 62's g1: 2,141 us).
 # Prediction: gate+up at M = 1,024 2,004 -> 1,100-1,400 us with 2 warpgroups; TTFT 1,024 BF16
-# 173 -> 120-140 ms. Then Nsight Compute on the new form at that shape.
+# 173 -> 120-140 ms; g1 2,141 -> 2,000-2,100. Then Nsight Compute on the new form at that shape.
 # Usage: h200_run63.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
