@@ -34,6 +34,13 @@
 #ifndef TCW_STAGES
 #define TCW_STAGES 4
 #endif
+// 1: the units reach shared memory by bulk copies (cp.async.bulk, the TMA engine, one per
+// contiguous (token block, unit) of x and (row tile, unit) of weights, issued by the lanes of
+// warp 0) completing on an mbarrier a stage, instead of every thread's 16-byte cp.async (6 a
+// thread and unit at TCW_WG = 2). Copies only: no bits change.
+#ifndef TCW_BULK
+#define TCW_BULK 0
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -69,10 +76,10 @@ extern "C" __global__ void __launch_bounds__(256) tcw_split_x(const float* x, ui
 #define TCW_HAVE_WGMMA 1
 // A shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4,
 // leading byte offset (between core matrices along K) 128, stride byte offset (between core
-// matrices along N) 512, no swizzle.
-__device__ __forceinline__ unsigned long long tcw_desc(const void* p) {
+// matrices along N) `sbo`, no swizzle.
+__device__ __forceinline__ unsigned long long tcw_desc(const void* p, int sbo) {
     const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
-    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(512 >> 4) << 32);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
 }
 __device__ __forceinline__ void tcw_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 // Pins d's registers at this point (CUTLASS's warpgroup_fence_operand): the compiler may not
@@ -109,6 +116,28 @@ __device__ __forceinline__ void tcw_wait(float (&d)[32]) {
                  : "n"(N)
                  : "memory");
 }
+// mbarrier and bulk-copy helpers (PTX ISA 9.7.13.15, 9.7.9.25; TCW_BULK = 1). `bar`: a shared
+// address of an 8-byte mbarrier.
+__device__ __forceinline__ void tcw_bar_init(u32 bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void tcw_bar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tcw_bulk(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void tcw_bar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "TCW_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TCW_WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
 #else
 #define TCW_HAVE_WGMMA 0
 #endif
@@ -130,8 +159,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     constexpr int NTH = 128 * TCW_WG;              // threads a block
     constexpr int WB = F == TC_BF16 ? 1024 : 512;  // bytes of one (tile, unit)'s weights
     constexpr int SB = F == TC_Q8_0 ? 32 : 0;       // and of its scales
-    constexpr int X_PART = (TCW_N / 8) * 512;
-    constexpr int X_UNIT = P * X_PART;
+    constexpr int X_UNIT = P * (TCW_N / 8) * 512;  // [token block][part][k-block][8][8] bf16
     constexpr int STAGE = X_UNIT + MT * (WB + SB);
     extern __shared__ __align__(128) u8 tcw_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -161,7 +189,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         const int p = c / ((TCW_N / 8) * 32), rest = c % ((TCW_N / 8) * 32), tb = rest >> 5;
         xok[i] = c < XC && tb0 + tb < ntb;
         xsrc[i] = xok[i] ? xs + ((size_t)(tb0 + tb) * nu * P + p) * 32 + (rest & 31) : xs;
-        xdst[i] = p * X_PART + rest * 16;
+        xdst[i] = tb * (P * 512) + p * 512 + (rest & 31) * 16;
     }
     const u8* wsrc[WI];
     u32 wdst[WI];
@@ -172,8 +200,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         const int tl = c / (WB / 16), off = c % (WB / 16);
         wok[i] = c < WC && tile0 + tl < tiles;
         wsrc[i] = wok[i] ? q + (size_t)(tile0 + tl) * nu * WB + off * 16 : q;
-        // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads).
-        wdst[i] = X_UNIT + tl * WB + (F == TC_BF16 ? (off & 1) * 32 + (off >> 1) : off) * 16;
+        // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads); the
+        // bulk copies keep the global order.
+        wdst[i] = X_UNIT + tl * WB + (F == TC_BF16 && !TCW_BULK ? (off & 1) * 32 + (off >> 1) : off) * 16;
     }
     const u8* ssrc[SI > 0 ? SI : 1];
     u32 sdst[SI > 0 ? SI : 1];
@@ -200,24 +229,51 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         for (int i = 0; i < SI; ++i)
             if (tid + i * NTH < SC) tcg_cp16(base + sdst[i], ssrc[i] + u * 32, sok[i] && in);
     };
+    // TCW_BULK: unit u into buffer `buf` by warp 0, lane i taking copy i (x of token block i,
+    // then weights and scales of row tile i); blocks and tiles past the matrix are not copied
+    // (their stale shared memory only reaches outputs that are never stored: an element depends
+    // on its own row and token alone). Completes on the buffer's mbarrier.
+    u32* bars = reinterpret_cast<u32*>(tcw_smem + TCW_STAGES * STAGE + 64 * NTH * 4);
+    const u32 bar0 = (u32)__cvta_generic_to_shared(bars);
+    const int nxb = min(TCW_N / 8, ntb - tb0), nwt = min(MT, tiles - tile0);
+    auto bulk_load = [&](int u, int buf) {
+        const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
+        const u32 bar = bar0 + 8 * buf;
+        if (lane == 0)
+            tcw_bar_expect(bar, nxb * (P * 512) + nwt * (WB + SB));
+        __syncwarp();
+        const int ncopy = nxb + nwt * (F == TC_Q8_0 ? 2 : 1);
+        for (int i = lane; i < ncopy; i += 32) {
+            if (i < nxb) {
+                tcw_bulk(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + u) * P * 32, P * 512, bar);
+            } else if (i < nxb + nwt) {
+                const int tl = i - nxb;
+                tcw_bulk(base + X_UNIT + tl * WB, q + ((size_t)(tile0 + tl) * nu + u) * WB, WB, bar);
+            } else {
+                const int tl = i - nxb - nwt;
+                tcw_bulk(base + X_UNIT + MT * WB + tl * 32,
+                         reinterpret_cast<const u8*>(s) + ((size_t)(tile0 + tl) * nu + u) * 32, 32, bar);
+            }
+        }
+    };
     // This warp's A fragments and row scales of unit u (in buffer u % TCW_STAGES).
     const int tl = warp;  // row tile within the block: warpgroup warp / 4, warp warp % 4 in it
     auto read_a = [&](int u, u32 (&a)[2][4], float (&d)[2]) {
         const u8* W = tcw_smem + (u % TCW_STAGES) * STAGE + X_UNIT;
-        tc_staged_a<F, true>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
+        tc_staged_a<F, !TCW_BULK>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
     };
     // Issue half `hn`'s MMAs of unit u (k-half 0 then 1, parts in order; the first from 0).
     // The descriptors are made before the fence: ptxas serializes wgmma when a register one
     // reads is defined between the fence and the commit.
     auto issue = [&](int u, int hn, const u32 (&a)[2][4], float (&us)[32]) {
-        const u8* X = tcw_smem + (u % TCW_STAGES) * STAGE + hn * (TCW_N / 16) * 512;
+        const u8* X = tcw_smem + (u % TCW_STAGES) * STAGE + hn * (TCW_N / 16) * (P * 512);
         unsigned long long desc[2][P];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int p = 0; p < P; ++p) {
                 // Through an asm volatile, so the compiler cannot sink it past the fence.
-                const unsigned long long v = tcw_desc(X + p * X_PART + h * 256);
+                const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
                 asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[h][p]) : "l"(v));
             }
         int from0, acc_on;  // scale-d of the first MMA and of the rest, pinned the same way
@@ -243,10 +299,19 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
     for (int i = 0; i < 32; ++i) us0[i] = us1[i] = acc0[i] = acc1[i] = 0.0f;
 
+    if (TCW_BULK) {
+        if (tid == 0)
+            for (int i = 0; i < TCW_STAGES; ++i) tcw_bar_init(bar0 + 8 * i);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncthreads();
+        if (warp == 0)
+            for (int i = 0; i < TCW_STAGES - 1 && i < nu; ++i) bulk_load(i, i);
+    } else {
 #pragma unroll
-    for (int i = 0; i < TCW_STAGES - 1; ++i) {
-        load(i, i);
-        asm volatile("cp.async.commit_group;\n" ::);
+        for (int i = 0; i < TCW_STAGES - 1; ++i) {
+            load(i, i);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
     }
     int sl = 0, u_end = min(nu, per);
     // Per unit: both halves' MMAs go in, half 0's sum is folded while half 1's run, then half 1's.
@@ -257,11 +322,20 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         // Unit u staged and visible to the async proxy; every warpgroup past unit u - 1, so its
         // buffer takes unit u + TCW_STAGES - 1 (only real units; an empty group keeps the count
         // of committed groups one a unit).
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(TCW_STAGES - 2));
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        if (u + TCW_STAGES - 1 < nu) load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
-        asm volatile("cp.async.commit_group;\n" ::);
+        if (TCW_BULK) {
+            // Every warpgroup past unit u - 1 (its buffer takes unit u + TCW_STAGES - 1), then
+            // unit u's copies complete: the buffer's mbarrier in phase (u / TCW_STAGES) % 2.
+            __syncthreads();
+            if (warp == 0 && u + TCW_STAGES - 1 < nu)
+                bulk_load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
+            tcw_bar_wait(bar0 + 8 * (u % TCW_STAGES), (u / TCW_STAGES) & 1);
+        } else {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCW_STAGES - 2));
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncthreads();
+            if (u + TCW_STAGES - 1 < nu) load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
         u32 a[2][4];
         float d[2];
         read_a(u, a, d);
@@ -285,7 +359,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             u_end = min(nu, u_end + per);
         }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);
     // Element i of half hn: row 16 (tile0 + warp) + g + 8 ((i / 2) % 2), token 8 tb0 + 64 hn +
     // 8 (i / 4) + 2t + i % 2.
     const int row0 = 16 * (tile0 + tl) + g;

@@ -239,7 +239,12 @@ fn linear_switches_compile() {
         &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "1"), ("TCG2_STAGES", "3")],
         // The wgmma form (kernels/linear_tcw.cu) with 2 and 3 warpgroups a block.
         &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2")],
-        &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2"), ("TCW_WG", "3")],
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("TCW_WG", "3"),
+            ("TCW_BULK", "1"),
+        ],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),

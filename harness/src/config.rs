@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 60] = [
+pub const KERNEL_DEFINES: [&str; 61] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -71,6 +71,7 @@ pub const KERNEL_DEFINES: [&str; 60] = [
     "TCG2_STAGES",
     "TCW_WG",
     "TCW_STAGES",
+    "TCW_BULK",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -548,7 +549,7 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts,
+            // TCW_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts,
             // QTC_SK 0 to 2, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8, TCW_WG 1 to 3; QLIN_M1_PREFETCH,
             // QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
             let switch = matches!(
@@ -567,6 +568,7 @@ impl ConfigArgs {
                     | "QTC_TOKFAST"
                     | "QTC_Q8_0"
                     | "QTC_GEMM_XASYNC"
+                    | "TCW_BULK"
                     | "ATTN_KORDER"
                     | "ATTN_KV16W"
             );

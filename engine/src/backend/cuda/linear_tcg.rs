@@ -136,10 +136,11 @@ const TCW_TOKENS: usize = 128;
 
 /// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
 /// x of 128 tokens in `parts` bf16 parts (8 KiB a part) and the weights of `4 · wg` row tiles
-/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32).
+/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32)
+/// and an 8-byte mbarrier a stage (TCW_BULK = 1).
 pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
     let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
-    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4
+    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
 }
 
 impl CudaDevice {
@@ -148,7 +149,8 @@ impl CudaDevice {
     /// the slab's x as QTC_XSPLIT bf16 parts in wgmma's core-matrix order into the stream's
     /// buffer (the one QTC_GEMM = 2 uses, [`TCG2_SCRATCH_BYTES`]), then `linear_tcw_bf16` /
     /// `_q8_0` (TCW_WG warpgroups of 64 rows by 128 tokens a block; TCW_STAGES units in the
-    /// shared-memory pipeline) computes its rows. K slices as [`CudaDevice::tc_split`], halved
+    /// shared-memory pipeline, filled by cp.async or, with TCW_BULK = 1, by bulk copies)
+    /// computes its rows. K slices as [`CudaDevice::tc_split`], halved
     /// for the canary. Errors: a device without wgmma (not sm_90a), another format, a k too
     /// large for the buffer, the shared memory, the buffer's allocation (out of device memory,
     /// or first use inside a CUDA graph capture), a launch failure.
@@ -268,11 +270,12 @@ mod tests {
             4 * (8 * 544 + 16 * 1024) + (64 << 10)
         );
         assert_eq!(smem_bytes(DType::BF16, 2, 2, 3), 208 << 10);
-        // The wgmma form: 4 stages of 16 KiB x and 8 KiB weights, 64 KiB of totals (2 groups).
-        assert_eq!(tcw_smem_bytes(DType::BF16, 2, 2, 4), 160 << 10);
+        // The wgmma form: 4 stages of 16 KiB x and 8 KiB weights, 64 KiB of totals (2 groups),
+        // 4 mbarriers.
+        assert_eq!(tcw_smem_bytes(DType::BF16, 2, 2, 4), (160 << 10) + 32);
         assert_eq!(
             tcw_smem_bytes(DType::Q8_0, 2, 3, 4),
-            4 * (16384 + 12 * 544) + (96 << 10)
+            4 * (16384 + 12 * 544) + (96 << 10) + 32
         );
         assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4) > SMEM_MAX);
     }
