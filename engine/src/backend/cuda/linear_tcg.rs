@@ -36,6 +36,32 @@ pub fn smem_bytes(dtype: DType, parts: u32, ku: u32, stages: u32) -> u32 {
     stages * ku * (w_unit + (TOKENS as u32 / 8) * parts * 512) + (64 << 10)
 }
 
+/// Tokens per block of the wgmma form (TCW_N of kernels/linear_tcw.cu).
+const TCW_TOKENS: usize = 128;
+
+/// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
+/// x of 128 tokens in `parts` bf16 parts (8 KiB a part) and the weights of `4 · wg` row tiles
+/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32)
+/// and an 8-byte mbarrier a stage (TCW_BULK = 1).
+pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
+    let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
+    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
+}
+
+/// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
+/// split pass (x into bf16 parts, grid (k / 32, ceil(ceil(mc / 8) / 8)), 256 threads), the entry,
+/// and the block's shape.
+struct SlabForm {
+    file: &'static str,
+    split: &'static str,
+    func: &'static str,
+    /// Rows (in tiles of 16) and tokens a block; threads a block; dynamic shared memory (bytes).
+    row_tiles: u32,
+    tokens: usize,
+    threads: u32,
+    smem: u32,
+}
+
 impl CudaDevice {
     /// `y = x W^T (+ bias)` for a tensor-core matrix on the second tiled form, outputs as
     /// [`CudaDevice::linear_split`] (already checked by it): per slab, `tcg_split_x` writes the
@@ -59,12 +85,6 @@ impl CudaDevice {
             DType::Q8_0 => "linear_tcg2_q8_0",
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let (slices, _) = self.tc_split(w.rows);
-        let slices = if split_canary && slices > 1 {
-            slices / 2
-        } else {
-            slices
-        };
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let ku = self.define("TCG2_KU", 1).max(1);
         let stages = self.define("TCG2_STAGES", 4).max(2);
@@ -72,88 +92,28 @@ impl CudaDevice {
         check(smem <= SMEM_MAX, || {
             format!("tiled linear: TCG2_KU {ku} x TCG2_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
         })?;
-        let (k, r) = (w.cols, w.rows);
-        let slab = slab_tokens(k, parts as usize);
-        check(slab > 0, || {
-            format!(
-                "tiled linear: k {k} needs {} bytes of split x per token",
-                2 * parts as usize * k
-            )
-        })?;
-        let split = self.function("linear_tcg.cu", "tcg_split_x")?;
-        let f = self.function("linear_tcg.cu", func)?;
-        if smem > 48 << 10 {
-            self.grant_smem(func, &f, smem)?;
-        }
-        let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
-        let xs = buf.as_ref().expect("made by scratch");
-        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
-        let r0 = i32_of(rows[0], "r0")?;
-        let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
-        let si = slices as i32;
-        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
-        let null = 0u64;
-        let mut m_base = 0;
-        while m_base < m {
-            let mc = slab.min(m - m_base);
-            let (bi, ci) = (i32_of(m_base, "m_base")?, i32_of(mc, "mc")?);
-            let mut b = self.launcher(&split);
-            b.arg(x).arg(xs).arg(&bi).arg(&ci).arg(&ki);
-            let cfg = LaunchConfig {
-                grid_dim: ((k / 32) as u32, (mc.div_ceil(8) as u32).div_ceil(8), 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: tcg_split_x(x, xs, m_base, mc, K): x holds m·k f32 (checked by
-            // linear_split); xs holds ceil(mc / 8)·8 tokens of 2·parts·k bytes, at most
-            // TCG2_SCRATCH_BYTES (mc ≤ slab, a multiple of 8).
-            unsafe { b.launch(cfg) }?;
-            let mut b = self.launcher(&f);
-            b.arg(xs).arg(&w.data);
-            match &w.aux {
-                Some(aux) => b.arg(aux),
-                None => b.arg(&null),
-            };
-            push_bias_outs(&mut b, &w.bias, ys, &null);
-            b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
-            b.arg(&bi).arg(&ci).arg(&si);
-            let cfg = LaunchConfig {
-                grid_dim: (mc.div_ceil(TOKENS) as u32, tiles.div_ceil(ROW_TILES), 1),
-                block_dim: (512, 1, 1),
-                shared_mem_bytes: smem,
-            };
-            // SAFETY: the argument list is LINEAR_TCG2's (xs, q, s, bias, LIN_OUT_PARAMS,
-            // m_base, mc, slices); shapes checked by linear_split and at DevMatrix construction.
-            unsafe { b.launch(cfg) }?;
-            m_base += mc;
-        }
-        Ok(())
+        let form = SlabForm {
+            file: "linear_tcg.cu",
+            split: "tcg_split_x",
+            func,
+            row_tiles: ROW_TILES,
+            tokens: TOKENS,
+            threads: 512,
+            smem,
+        };
+        self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
-}
 
-/// Tokens per block of the wgmma form (TCW_N of kernels/linear_tcw.cu).
-const TCW_TOKENS: usize = 128;
-
-/// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
-/// x of 128 tokens in `parts` bf16 parts (8 KiB a part) and the weights of `4 · wg` row tiles
-/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32)
-/// and an 8-byte mbarrier a stage (TCW_BULK = 1).
-pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
-    let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
-    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
-}
-
-impl CudaDevice {
     /// `y = x W^T (+ bias)` for a tensor-core matrix on the wgmma form (QTC_GEMM = 3), outputs
     /// as [`CudaDevice::linear_split`] (already checked by it): per slab, `tcw_split_x` writes
     /// the slab's x as QTC_XSPLIT bf16 parts in wgmma's core-matrix order into the stream's
     /// buffer (the one QTC_GEMM = 2 uses, [`TCG2_SCRATCH_BYTES`]), then `linear_tcw_bf16` /
     /// `_q8_0` (TCW_WG warpgroups of 64 rows by 128 tokens a block; TCW_STAGES units in the
     /// shared-memory pipeline, filled by cp.async or, with TCW_BULK = 1, by bulk copies)
-    /// computes its rows. K slices as [`CudaDevice::tc_split`], halved
-    /// for the canary. Errors: a device without wgmma (not sm_90a), another format, a k too
-    /// large for the buffer, the shared memory, the buffer's allocation (out of device memory,
-    /// or first use inside a CUDA graph capture), a launch failure.
+    /// computes its rows. K slices as [`CudaDevice::tc_split`], halved for the canary. Errors:
+    /// a device without wgmma (not sm_90a), another format, a k too large for the buffer, the
+    /// shared memory, the buffer's allocation (out of device memory, or first use inside a CUDA
+    /// graph capture), a launch failure.
     pub(super) fn linear_tcw(
         &self,
         x: &CudaSlice<f32>,
@@ -174,12 +134,6 @@ impl CudaDevice {
             DType::Q8_0 => "linear_tcw_q8_0",
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let (slices, _) = self.tc_split(w.rows);
-        let slices = if split_canary && slices > 1 {
-            slices / 2
-        } else {
-            slices
-        };
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let wg = self.define("TCW_WG", 2).max(1);
         let stages = self.define("TCW_STAGES", 4).max(2);
@@ -187,6 +141,42 @@ impl CudaDevice {
         check(smem <= SMEM_MAX, || {
             format!("tiled linear: TCW_WG {wg} x TCW_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
         })?;
+        let form = SlabForm {
+            file: "linear_tcw.cu",
+            split: "tcw_split_x",
+            func,
+            row_tiles: 4 * wg,
+            tokens: TCW_TOKENS,
+            threads: 128 * wg,
+            smem,
+        };
+        self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
+    }
+
+    /// The slab loop shared by the pre-split tiled forms: for each slab of at most
+    /// [`slab_tokens`] tokens, the split pass writes the slab's x in `parts` bf16 parts into the
+    /// stream's buffer, then the form's entry computes every row for the slab's tokens (grid:
+    /// token blocks fastest, then row blocks). K slices as [`CudaDevice::tc_split`], halved for
+    /// the canary. Errors: a k too large for the buffer, the buffer's allocation, the
+    /// shared-memory opt-in, a launch failure.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_slabs(
+        &self,
+        form: &SlabForm,
+        parts: u32,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<()> {
+        let (slices, _) = self.tc_split(w.rows);
+        let slices = if split_canary && slices > 1 {
+            slices / 2
+        } else {
+            slices
+        };
         let (k, r) = (w.cols, w.rows);
         let slab = slab_tokens(k, parts as usize);
         check(slab > 0, || {
@@ -195,10 +185,10 @@ impl CudaDevice {
                 2 * parts as usize * k
             )
         })?;
-        let split = self.function("linear_tcw.cu", "tcw_split_x")?;
-        let f = self.function("linear_tcw.cu", func)?;
-        if smem > 48 << 10 {
-            self.grant_smem(func, &f, smem)?;
+        let split = self.function(form.file, form.split)?;
+        let f = self.function(form.file, form.func)?;
+        if form.smem > 48 << 10 {
+            self.grant_smem(form.func, &f, form.smem)?;
         }
         let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
         let xs = buf.as_ref().expect("made by scratch");
@@ -219,7 +209,7 @@ impl CudaDevice {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: tcw_split_x(x, xs, m_base, mc, K): x holds m·k f32 (checked by
+            // SAFETY: the split pass (x, xs, m_base, mc, K): x holds m·k f32 (checked by
             // linear_split); xs holds ceil(mc / 8)·8 tokens of 2·parts·k bytes, at most
             // TCG2_SCRATCH_BYTES (mc ≤ slab, a multiple of 8).
             unsafe { b.launch(cfg) }?;
@@ -233,12 +223,17 @@ impl CudaDevice {
             b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
             b.arg(&bi).arg(&ci).arg(&si);
             let cfg = LaunchConfig {
-                grid_dim: (mc.div_ceil(TCW_TOKENS) as u32, tiles.div_ceil(4 * wg), 1),
-                block_dim: (128 * wg, 1, 1),
-                shared_mem_bytes: smem,
+                grid_dim: (
+                    mc.div_ceil(form.tokens) as u32,
+                    tiles.div_ceil(form.row_tiles),
+                    1,
+                ),
+                block_dim: (form.threads, 1, 1),
+                shared_mem_bytes: form.smem,
             };
-            // SAFETY: the argument list is LINEAR_TCW's (xs, q, s, bias, LIN_OUT_PARAMS,
-            // m_base, mc, slices); shapes checked by linear_split and at DevMatrix construction.
+            // SAFETY: the argument list is LINEAR_TCG2's and LINEAR_TCW's (xs, q, s, bias,
+            // LIN_OUT_PARAMS, m_base, mc, slices); shapes checked by linear_split and at
+            // DevMatrix construction.
             unsafe { b.launch(cfg) }?;
             m_base += mc;
         }
