@@ -342,13 +342,9 @@ __device__ __forceinline__ void linear_tcg_impl(const float* __restrict__ x, con
     const int per = (nu + slices - 1) / slices;
 
     // Unit u's weights (and scales) into stage st; past the last unit or tile: zeros.
-    // A compile-time trip count (256 threads a block): the loop unrolls without branches.
     auto load_w = [&](int u, int st) {
         u8* dst = tcg_smem + st * STAGE;
-        static_assert(TCG_MT * (WB / 16) % 256 == 0, "whole chunks a thread");
-#pragma unroll
-        for (int i = 0; i < TCG_MT * (WB / 16) / 256; ++i) {
-            const int c = threadIdx.x + 256 * i;
+        for (int c = threadIdx.x; c < TCG_MT * (WB / 16); c += 256) {
             const int tl = c / (WB / 16), off = c % (WB / 16);
             const bool ok = u < nu && tile0 + tl < tiles;
             const u8* src = ok ? q + ((size_t)(tile0 + tl) * nu + u) * WB + off * 16 : q;

@@ -127,7 +127,9 @@ impl CudaDevice {
     ) -> Result<()> {
         debug_assert_eq!(w.layout, WeightLayout::Tc);
         let (k, r) = (w.cols, w.rows);
-        check(k.is_multiple_of(32), || format!("linear_tc: k {k}"))?;
+        check(k > 0 && k.is_multiple_of(32), || {
+            format!("linear_tc: k {k} must be a positive multiple of 32")
+        })?;
         let gemm = self.define("QTC_GEMM", 0);
         if gemm >= 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
             return if gemm == 3 {
