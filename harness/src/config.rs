@@ -549,9 +549,10 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // TCW_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3 bf16 parts,
-            // QTC_SK 0 to 2, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8, TCW_WG 1 to 3; QLIN_M1_PREFETCH,
-            // QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be 0; the rest are sizes.
+            // TCW_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // bf16 parts, QTC_SK 0 to 2, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
+            // TCW_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
+            // 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -580,17 +581,13 @@ impl ConfigArgs {
                 _ if k == "QTC_GEMM" => anyhow::bail!(
                     "kernel_defines.QTC_GEMM must be \"0\", \"1\" (the tiled form), \"2\" (its second form, kernels/linear_tcg.cu) or \"3\" (wgmma, sm_90a, kernels/linear_tcw.cu) (got {v:?})"
                 ),
-                Ok(n) if k == "TCW_STAGES" && (2..=8).contains(&n) => {}
-                _ if k == "TCW_STAGES" => {
-                    anyhow::bail!("kernel_defines.TCW_STAGES must be 2 to 8 (got {v:?})")
-                }
                 Ok(n) if k == "TCW_WG" && (1..=3).contains(&n) => {}
                 _ if k == "TCW_WG" => {
                     anyhow::bail!("kernel_defines.TCW_WG must be 1 to 3 warpgroups (got {v:?})")
                 }
-                Ok(n) if k == "TCG2_STAGES" && (2..=8).contains(&n) => {}
-                _ if k == "TCG2_STAGES" => {
-                    anyhow::bail!("kernel_defines.TCG2_STAGES must be 2 to 8 (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") && (2..=8).contains(&n) => {}
+                _ if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") => {
+                    anyhow::bail!("kernel_defines.{k} must be 2 to 8 (got {v:?})")
                 }
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix) or \"2\" (the BF16 QTC_SPLIT_BIG matrices only) (got {v:?})"

@@ -58,7 +58,8 @@ fn serve_table_then_flags() {
 }
 
 /// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
-/// TCG2_STAGES and TCW_STAGES 2..=8, TCW_WG 1..=3, QLIN_M1_PREFETCH from 0, sizes from 1; anything else names the define.
+/// TCG2_STAGES and TCW_STAGES 2..=8, TCW_WG 1..=3, QLIN_M1_PREFETCH from 0, sizes from 1;
+/// anything else names the define.
 #[test]
 fn kernel_define_values_are_checked_by_kind() {
     let dir = tempfile::tempdir().unwrap();
