@@ -20,7 +20,7 @@ typedef unsigned int u32;
 // calls this first: wait until the grid before has completed and its writes are visible, then
 // let the next grid begin launching. No memory is written or read into a value before the
 // wait (the one-token linears may first ask L2 for their read-only weights: PDL_EARLY,
-// QTC_M1_PREFETCH), so the results are the same bits with PDL on or off. Without a programmatic
+// QTC_M1_PREFETCH; the wgmma split-K form starts copying them into shared memory), so the results are the same bits with PDL on or off. Without a programmatic
 // dependency both return at once.
 __device__ __forceinline__ void pdl_entry() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -393,3 +393,210 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 
 LINEAR_TCW(linear_tcw_bf16, TC_BF16)
 LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
+
+// ---------------------------------------------------------------------------------------------
+// The wgmma split-K form for batched decode and verify (QTC_SK = 3, host side: from QTC_SK_MIN
+// tokens up to the tiled form's QTC_GEMM_MIN; sm_90a only). Why (research/cuda-notes.md, runs
+// 51-56): at M = 32 the one-token family re-reads x from L2 in every block (for the 4096-row
+// matrices about twice the weights' bytes) and the mma.sync split-K form (linear_tcs_*) loads
+// only a few units a warp between waits, so both read the weights at 40-60% of the copy
+// bandwidth. Here a block is one K slice and a run of 64-row groups: it splits its slice of x
+// once into shared memory (the core-matrix order of tcw_split_x), then each of its TCK_WG
+// warpgroups walks its row groups unit by unit through a per-warp cp.async ring of TCK_STAGES
+// units (each lane copies and reads back its own A fragments, so a warp waits on nothing but its
+// own copies), one m64nNk16 a k-half and part, B by descriptor.
+//
+// Exactness: the chain of linear_tcs_impl, unchanged (per unit a sum from 0 of the MMAs, k-half
+// 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); the slice's
+// sum to `part`, and linear_tcs_reduce (kernels/linear_tc.cu) adds the slices in order, the first
+// as is, then the bias). Run 61: wgmma's m64nNk16 gives mma.sync m16n8k16's bits.
+#ifndef TCK_WG
+#define TCK_WG 2
+#endif
+#ifndef TCK_STAGES
+#define TCK_STAGES 8
+#endif
+
+#if TCW_HAVE_WGMMA
+// d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
+// (m64n16k16, 8): A (this warp's 16 rows x 16 k) in registers, B (NTOK tokens x 16 k) by
+// descriptor.
+__device__ __forceinline__ void tck_mma(float (&d)[16], const u32 (&a)[4], unsigned long long desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+        "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+__device__ __forceinline__ void tck_mma(float (&d)[8], const u32 (&a)[4], unsigned long long desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+template <int N>
+__device__ __forceinline__ void tck_pin(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Wait for every committed group of this warpgroup, then pin d (its registers are the MMAs'
+// outputs, so nothing may read them before the wait).
+template <int N>
+__device__ __forceinline__ void tck_wait_all(float (&d)[N]) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    tck_pin(d);
+}
+#endif
+
+// x: [M, K] f32; q, s: linear_tc.cu's layout; part: [slices][M][R] f32, slice sl's sums.
+// Grid: (slices, runs, ceil(M / NTOK)); block 128 TCK_WG; a block takes row groups (64 rows)
+// blockIdx.y rg_run .. + rg_run, warpgroup w every TCK_WG-th from the w-th. Dynamic shared
+// memory: x, ceil(nu / slices) units of NTOK / 8 token blocks x QTC_XSPLIT x 512 bytes, then a
+// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576)
+// (host: linear_tcg.rs, tck_smem_bytes).
+template <int F, int NTOK>
+__device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                                const u32* __restrict__ s, float* __restrict__ part, int M, int K,
+                                                int R, int slices, int rg_run) {
+#if TCW_HAVE_WGMMA
+    constexpr int P = QTC_XSPLIT;
+    constexpr int NTH = 128 * TCK_WG;
+    constexpr int NA = NTOK / 2;                      // accumulators a thread: 64 NTOK / 128
+    constexpr int SLOT = F == TC_BF16 ? 1024 : 576;   // a warp's staged (tile, unit)
+    constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
+    extern __shared__ __align__(128) u8 tck_smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int nu = K / 32, tiles = (R + 15) / 16, groups = (tiles + 3) / 4;
+    const int sl = blockIdx.x;
+    const int per = (nu + slices - 1) / slices;
+    const int u0 = min(nu, sl * per), nus = min(nu, u0 + per) - u0;
+    const int m0 = blockIdx.z * NTOK;
+    const int rg0 = blockIdx.y * rg_run, rg1 = min(groups, rg0 + rg_run);
+    u8* ring = tck_smem + per * X_UNIT + warp * (TCK_STAGES * SLOT);
+
+    // This warp's copies, one (row group, unit) a step in walk order: lane l takes its own A
+    // fragments (BF16: its two 16-byte halves to planes 0 and 1, as tc_staged_a reads them;
+    // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales). Rows past R: zeros.
+    const int mine = rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
+    const int steps = mine * nus;
+    int c_i = 0, c_rg = rg0 + wg, c_u = 0;
+    auto next_copy = [&]() {
+        if (c_i < steps) {
+            u8* dst = ring + (c_i % TCK_STAGES) * SLOT;
+            const int tile = 4 * c_rg + wq;
+            const bool ok = tile < tiles;
+            const size_t tu = (size_t)tile * nu + u0 + c_u;
+            if (F == TC_BF16) {
+                const u8* src = ok ? q + tu * 1024 + lane * 32 : q;
+                tcg_cp16(dst + lane * 16, src, ok);
+                tcg_cp16(dst + 512 + lane * 16, src + (ok ? 16 : 0), ok);
+            } else {
+                tcg_cp16(dst + lane * 16, ok ? q + tu * 512 + lane * 16 : q, ok);
+                if (lane < 2)
+                    tcg_cp16(dst + 512 + lane * 16, ok ? reinterpret_cast<const u8*>(s) + tu * 32 + lane * 16 : q, ok);
+            }
+            if (++c_u == nus) {
+                c_u = 0;
+                c_rg += TCK_WG;
+            }
+        }
+        ++c_i;
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    // The weights are read-only for the whole forward: the first copies go out before the
+    // previous kernel's results are waited for.
+#pragma unroll
+    for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
+    pdl_entry();
+
+    // x of the slice's units for tokens m0 .. m0 + NTOK, split into its parts (zeros past M):
+    // float4 c = token c / (8 nus), unit (c / 8) % nus, k 4 (c % 8) .. + 4 of the unit.
+    for (int c = tid; c < NTOK * nus * 8; c += NTH) {
+        const int tok = c / (nus * 8), r = c % (nus * 8), un = r >> 3, k4 = r & 7;
+        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (m0 + tok < M) f = *reinterpret_cast<const float4*>(x + (size_t)(m0 + tok) * K + 32 * (u0 + un) + 4 * k4);
+        u32 w0[P], w1[P];
+        split_x(make_float2(f.x, f.y), w0);
+        split_x(make_float2(f.z, f.w), w1);
+        u8* d = tck_smem + un * X_UNIT + (tok >> 3) * (P * 512) + (k4 >> 1) * 128 + (tok & 7) * 16 + (k4 & 1) * 8;
+#pragma unroll
+        for (int p = 0; p < P; ++p) *reinterpret_cast<uint2*>(d + p * 512) = make_uint2(w0[p], w1[p]);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+
+    float us[NA], acc[NA];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) us[i] = 0.0f;
+    int i = 0;
+    for (int rg = rg0 + wg; rg < rg1; rg += TCK_WG) {
+#pragma unroll
+        for (int e = 0; e < NA; ++e) acc[e] = 0.0f;
+        for (int un = 0; un < nus; ++un, ++i) {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 2));
+            __syncwarp();
+            u32 a[2][4];
+            float d[2];
+            const u8* W = ring + (i % TCK_STAGES) * SLOT;
+            tc_staged_a<F, true>(W, W + 512, lane, a, d);
+            // Slot (i - 1) % TCK_STAGES was read by every lane before this step's __syncwarp.
+            next_copy();
+            const u8* X = tck_smem + un * X_UNIT;
+            unsigned long long desc[2][P];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
+                    asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[h][p]) : "l"(v));
+                }
+            int from0, acc_on;
+            asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
+            asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
+            tck_pin(us);
+            tcw_fence();
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < P; ++p) tck_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
+            tcw_commit();
+            tck_wait_all(us);
+#pragma unroll
+            for (int e = 0; e < NA; ++e)
+                acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[(e >> 1) & 1], us[e], acc[e]) : __fadd_rn(acc[e], us[e]);
+        }
+        // Element e: row 64 rg + 16 wq + g + 8 ((e / 2) % 2), token m0 + 8 (e / 4) + 2t + e % 2. An
+        // empty slice (past the last unit) stores its zero sums, as linear_tcs_impl's do.
+        const int row0 = 64 * rg + 16 * wq + g;
+#pragma unroll
+        for (int e = 0; e < NA; ++e) {
+            const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
+            if (row < R && m < M) part[((size_t)sl * M + m) * R + row] = acc[e];
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#else
+    // Built for an architecture without wgmma: the host never launches this (QTC_SK = 3 needs
+    // sm_90a), so reaching it is a bug; trap rather than leave `part` unwritten.
+    (void)x; (void)q; (void)s; (void)part; (void)M; (void)K; (void)R; (void)slices; (void)rg_run;
+    __trap();
+#endif
+}
+
+#define LINEAR_TCK(name, F, NTOK)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
+        name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
+             int rg_run) {                                                                         \
+        linear_tck_impl<F, NTOK>(x, q, s, part, M, K, R, slices, rg_run);                          \
+    }
+
+LINEAR_TCK(linear_tck_bf16_n16, TC_BF16, 16)
+LINEAR_TCK(linear_tck_bf16_n32, TC_BF16, 32)
+LINEAR_TCK(linear_tck_q8_0_n16, TC_Q8_0, 16)
+LINEAR_TCK(linear_tck_q8_0_n32, TC_Q8_0, 32)

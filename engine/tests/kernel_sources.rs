@@ -31,6 +31,12 @@ fn every_kernel_entry_waits_for_the_grid_before() {
             {
                 first = stmts.next().unwrap_or_default();
             }
+            // The wgmma split-K entries are their impl alone, which starts its first weight
+            // copies into shared memory (cp.async of the read-only weights) and then waits: the
+            // impl's own text is checked below.
+            if first.starts_with("linear_tck_impl<") {
+                first = "pdl_entry()".into();
+            }
             assert_eq!(
                 first,
                 "pdl_entry()",
@@ -42,6 +48,26 @@ fn every_kernel_entry_waits_for_the_grid_before() {
             rest = &after[body..];
         }
     }
+    // linear_tck_impl: nothing but the weight copies (`next_copy`) before pdl_entry(), and x,
+    // the one input another kernel writes, read after it.
+    let tcw = KERNELS
+        .iter()
+        .find(|k| k.name == "linear_tcw.cu")
+        .expect("linear_tcw.cu");
+    let imp = &tcw.src[tcw
+        .src
+        .find("void linear_tck_impl(")
+        .expect("linear_tck_impl")..];
+    let wait = imp.find("pdl_entry();").expect("linear_tck_impl waits");
+    let before = &imp[imp.find("auto next_copy").expect("next_copy")..wait];
+    let (copies, x_read) = (
+        before.find("for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();"),
+        imp.find("x + (size_t)(m0 + tok) * K").expect("x read"),
+    );
+    assert!(
+        copies.is_some() && x_read > wait && !before.contains("part["),
+        "linear_tck_impl must only copy weights before pdl_entry()"
+    );
     assert!(
         entries >= 26,
         "found only {entries} __global__ entries in kernels/*.cu"

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 20] = [
+    let sets: [&[(&str, &str)]; 22] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -245,6 +245,15 @@ fn linear_switches_compile() {
             ("TCW_WG", "3"),
             ("TCW_BULK", "1"),
         ],
+        // The wgmma split-K form (linear_tck_*, kernels/linear_tcw.cu; its entries are built in
+        // every set): 3 warpgroups with 16-slot rings, and 1 warpgroup with 2 slots in 1 part.
+        &[
+            ("QTC_SK", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("TCK_WG", "3"),
+            ("TCK_STAGES", "16"),
+        ],
+        &[("QTC_XSPLIT", "1"), ("TCK_WG", "1"), ("TCK_STAGES", "2")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 61] = [
+pub const KERNEL_DEFINES: [&str; 64] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -62,6 +62,7 @@ pub const KERNEL_DEFINES: [&str; 61] = [
     "QTC_SK_DB",
     "QTC_SK_WAVES",
     "QTC_SK_UNROLL",
+    "QTC_SK_MIN",
     "QTC_Q8_UNROLL",
     "QTC_Q8_UNROLL_NT",
     "QTC_Q8_UNROLL_BIG",
@@ -72,6 +73,8 @@ pub const KERNEL_DEFINES: [&str; 61] = [
     "TCW_WG",
     "TCW_STAGES",
     "TCW_BULK",
+    "TCK_WG",
+    "TCK_STAGES",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -550,8 +553,8 @@ impl ConfigArgs {
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
-            // bf16 parts, QTC_SK 0 to 2, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCW_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
+            // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
+            // TCK_STAGES 2 to 16, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
             // 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -576,21 +579,25 @@ impl ConfigArgs {
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
-                Ok(n) if k == "QTC_SK" && n <= 2 => {}
+                Ok(n) if k == "QTC_SK" && n <= 3 => {}
                 Ok(n) if k == "QTC_GEMM" && n <= 3 => {}
                 _ if k == "QTC_GEMM" => anyhow::bail!(
                     "kernel_defines.QTC_GEMM must be \"0\", \"1\" (the tiled form), \"2\" (its second form, kernels/linear_tcg.cu) or \"3\" (wgmma, sm_90a, kernels/linear_tcw.cu) (got {v:?})"
                 ),
-                Ok(n) if k == "TCW_WG" && (1..=3).contains(&n) => {}
-                _ if k == "TCW_WG" => {
-                    anyhow::bail!("kernel_defines.TCW_WG must be 1 to 3 warpgroups (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "TCW_WG" | "TCK_WG") && (1..=3).contains(&n) => {}
+                _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
+                    anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
+                }
+                Ok(n) if k == "TCK_STAGES" && (2..=16).contains(&n) => {}
+                _ if k == "TCK_STAGES" => {
+                    anyhow::bail!("kernel_defines.TCK_STAGES must be 2 to 16 (got {v:?})")
                 }
                 Ok(n) if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") && (2..=8).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") => {
                     anyhow::bail!("kernel_defines.{k} must be 2 to 8 (got {v:?})")
                 }
                 _ if k == "QTC_SK" => anyhow::bail!(
-                    "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix) or \"2\" (the BF16 QTC_SPLIT_BIG matrices only) (got {v:?})"
+                    "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
                 Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {

@@ -94,6 +94,10 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_SPLIT_BIG = \"4\"",
         "QTC_BIG_ROWS = \"16384\"",
         "QTC_SK = \"2\"",
+        "QTC_SK = \"3\"",
+        "QTC_SK_MIN = \"17\"",
+        "TCK_WG = \"1\"",
+        "TCK_STAGES = \"16\"",
         "QTC_Q8_UNROLL = \"2\"",
         "QTC_Q8_UNROLL_NT = \"2\"",
         "QTC_Q8_UNROLL_BIG = \"4\"",
@@ -104,7 +108,9 @@ fn kernel_define_values_are_checked_by_kind() {
     }
     for (bad, says) in [
         ("QTC = \"2\"", "\"0\" or \"1\""),
-        ("QTC_SK = \"3\"", "BF16 QTC_SPLIT_BIG matrices only"),
+        ("QTC_SK = \"4\"", "wgmma, every matrix"),
+        ("TCK_WG = \"0\"", "TCK_WG must be 1 to 3"),
+        ("TCK_STAGES = \"17\"", "TCK_STAGES must be 2 to 16"),
         ("QTC_Q8_DB_BIG = \"2\"", "\"0\" or \"1\""),
         ("QTC_Q8_UNROLL = \"0\"", "positive integer"),
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),

@@ -142,8 +142,15 @@ impl CudaDevice {
         }
         // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
         // (H200, M = 32: BF16 gate+up 102 -> 93 us, run 52, while the 4096-row matrices are
-        // 1.4-1.7x slower; the Q8_0 gate+up 90 -> 99 us, run 55).
+        // 1.4-1.7x slower; the Q8_0 gate+up 90 -> 99 us, run 55); 3: the wgmma split-K form
+        // (sm_90a) for every matrix from QTC_SK_MIN tokens (default 9).
         let sk = self.define("QTC_SK", 0);
+        if sk == 3
+            && m >= self.define("QTC_SK_MIN", 9).max(2) as usize
+            && self.linear_tck(x, w, ys, rows, m, split_canary)?
+        {
+            return Ok(());
+        }
         let sk_big = w.dtype == DType::BF16 && self.tc_split(r).1 == "_big";
         if (sk == 1 || (sk == 2 && sk_big))
             && (9..=32).contains(&m)
@@ -245,9 +252,30 @@ impl CudaDevice {
         // linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
         // SK_SCRATCH_FLOATS f32 (checked above).
         unsafe { b.launch(cfg) }?;
+        self.sk_reduce(part, w, ys, rows, m, slices)?;
+        Ok(true)
+    }
+
+    /// `linear_tcs_reduce` of kernels/linear_tc.cu after a split-K form: y = the `slices` slice
+    /// sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is), then
+    /// the bias, to the outputs (checked by [`CudaDevice::linear_split`]). Errors: a launch
+    /// failure.
+    pub(super) fn sk_reduce(
+        &self,
+        part: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        slices: u32,
+    ) -> Result<()> {
+        let (k, r) = (w.cols, w.rows);
         let red = self.function("linear_tc.cu", "linear_tcs_reduce")?;
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
+        let si = slices as i32;
+        let null = 0u64;
         let mut b = self.launcher(&red);
         b.arg(part);
         push_bias_outs(&mut b, &w.bias, ys, &null);
@@ -257,10 +285,11 @@ impl CudaDevice {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: linear_tcs_reduce(part, bias, y, y1, y2, R0, R1, M, K, R, slices): part as
-        // written above; outputs and their row split checked by linear_split.
+        // SAFETY: linear_tcs_reduce(part, bias, y, y1, y2, R0, R1, M, K, R, slices): part holds
+        // slices·m·r f32 written by the split-K form; outputs and their row split checked by
+        // linear_split.
         unsafe { b.launch(cfg) }?;
-        Ok(true)
+        Ok(())
     }
 
     /// The tiled form of [`CudaDevice::linear_tc`] for many tokens (QTC_GEMM = 1 and m at

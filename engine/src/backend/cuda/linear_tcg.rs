@@ -5,7 +5,7 @@
 //! QTC_GEMM = 3 (kernels/linear_tcw.cu, sm_90a only): Hopper's warpgroup MMA, which run 61 found
 //! bit-identical to mma.sync m16n8k16.
 
-use super::linear_tc::{SMEM_MAX, TC_TILE_ROWS};
+use super::linear_tc::{SK_SCRATCH_FLOATS, SMEM_MAX, TC_TILE_ROWS};
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
 use super::CudaDevice;
 use crate::error::{Error, Result};
@@ -47,6 +47,25 @@ pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
     let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
     stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
 }
+
+/// Dynamic shared memory of a `linear_tck_*` block (bytes): x of `per` units of `tokens` tokens
+/// in `parts` bf16 parts (512 bytes a part and 8 tokens), then a ring of `stages` slots for each
+/// of the `4 · wg` warps (1,024 bytes BF16; Q8_0 512 of weights and 32 of scales, 576).
+pub fn tck_smem_bytes(
+    dtype: DType,
+    parts: u32,
+    per: u32,
+    tokens: u32,
+    wg: u32,
+    stages: u32,
+) -> u32 {
+    let slot = if dtype == DType::Q8_0 { 576 } else { 1024 };
+    per * (tokens / 8) * parts * 512 + 4 * wg * stages * slot
+}
+
+/// Shared memory one SM of the devices we build for holds (sm_90: 228 KiB; a block reserves 1
+/// KiB of it).
+const SMEM_SM: u32 = 228 << 10;
 
 /// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
 /// split pass (x into bf16 parts, grid (k / 32, ceil(ceil(mc / 8) / 8)), 256 threads), the entry,
@@ -151,6 +170,92 @@ impl CudaDevice {
             smem,
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
+    }
+
+    /// The wgmma split-K form of [`CudaDevice::linear_tc`] (QTC_SK = 3, sm_90a; batched decode
+    /// and verify): `linear_tck_*` of kernels/linear_tcw.cu, one block per (K slice, run of
+    /// 64-row groups, 16 or 32 tokens) writes each slice's sums to the stream's split-K buffer,
+    /// then `linear_tcs_reduce` adds the slices in order and the bias; the same chain per element
+    /// as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
+    /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
+    /// (default 2), TCK_STAGES units in each warp's ring (default 8). Returns `false` (nothing
+    /// launched) when the slice's x and the rings do not fit in shared memory or the slice sums
+    /// in [`SK_SCRATCH_FLOATS`]. Errors: a device without wgmma (not sm_90a), another format,
+    /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
+    /// the shared-memory opt-in, a launch failure.
+    pub(super) fn linear_tck(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        split_canary: bool,
+    ) -> Result<bool> {
+        check(self.info().arch == "sm_90a", || {
+            format!(
+                "split-K linear: QTC_SK = 3 (wgmma) needs sm_90a; this device is {}",
+                self.info().arch
+            )
+        })?;
+        let (k, r) = (w.cols, w.rows);
+        let tokens: u32 = if m <= 16 { 16 } else { 32 };
+        let func = match w.dtype {
+            DType::BF16 => format!("linear_tck_bf16_n{tokens}"),
+            DType::Q8_0 => format!("linear_tck_q8_0_n{tokens}"),
+            d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
+        };
+        let s_full = self.tc_split(r).0;
+        let slices = if split_canary && m > 1 && s_full > 1 {
+            s_full / 2
+        } else {
+            s_full
+        };
+        let per = ((k / 32) as u32).div_ceil(slices);
+        let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
+        let wg = self.define("TCK_WG", 2).clamp(1, 3);
+        let stages = self.define("TCK_STAGES", 8).max(2);
+        let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, stages);
+        if smem > SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
+            return Ok(false);
+        }
+        let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
+        let part = part.as_ref().expect("made by scratch");
+        let f = self.function("linear_tcw.cu", &func)?;
+        if smem > 48 << 10 {
+            self.grant_smem(&func, &f, smem)?;
+        }
+        let groups = (r as u32).div_ceil(4 * TC_TILE_ROWS as u32);
+        let tok_groups = (m as u32).div_ceil(tokens);
+        // Blocks an SM holds: its shared memory, and at most 8 warpgroups (about 64 registers
+        // a thread).
+        let per_sm = (SMEM_SM / (smem + 1024)).clamp(1, (8 / wg).max(1));
+        let blocks =
+            self.info().sm_count.max(1) as u32 * per_sm * self.define("QTC_SK_WAVES", 1).max(1);
+        let runs = blocks.div_ceil(slices * tok_groups).clamp(1, groups);
+        let rg_run = groups.div_ceil(runs);
+        let runs = groups.div_ceil(rg_run);
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let (si, gi) = (slices as i32, rg_run as i32);
+        let null = 0u64;
+        let mut b = self.launcher(&f);
+        b.arg(x).arg(&w.data);
+        match &w.aux {
+            Some(aux) => b.arg(aux),
+            None => b.arg(&null),
+        };
+        b.arg(part).arg(&mi).arg(&ki).arg(&ri).arg(&si).arg(&gi);
+        let cfg = LaunchConfig {
+            grid_dim: (slices, runs, tok_groups),
+            block_dim: (128 * wg, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        // SAFETY: linear_tck_*(x, q, s, part, M, K, R, slices, rg_run): x holds m·k f32 (checked
+        // by linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
+        // SK_SCRATCH_FLOATS f32 (checked above); the grid covers every row group once.
+        unsafe { b.launch(cfg) }?;
+        self.sk_reduce(part, w, ys, rows, m, slices)?;
+        Ok(true)
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most
@@ -273,5 +378,14 @@ mod tests {
             4 * (16384 + 12 * 544) + (96 << 10) + 32
         );
         assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4) > SMEM_MAX);
+        // The wgmma split-K form: 8 units of 32 tokens in 2 parts (32 KiB) and 8 warps' rings
+        // of 8 slots (64 KiB BF16); Q8_0 slots of 576 bytes; a 4-slice K = 4,096 slice of 32
+        // units at 3 parts and 3 warpgroups does not fit.
+        assert_eq!(tck_smem_bytes(DType::BF16, 2, 8, 32, 2, 8), 96 << 10);
+        assert_eq!(
+            tck_smem_bytes(DType::Q8_0, 2, 8, 16, 1, 4),
+            (16 << 10) + 16 * 576
+        );
+        assert!(tck_smem_bytes(DType::BF16, 3, 32, 32, 3, 8) > SMEM_MAX);
     }
 }
