@@ -28,7 +28,7 @@ fn main() {
     }
     // An edit to the code the binary is built from changes `+dirty` without touching the index:
     // look again whenever these sources change (cargo compares the newest mtime under each).
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = manifest_dir().join("..");
     for d in [
         "engine/src",
         "kernels",
@@ -40,17 +40,31 @@ fn main() {
     }
 }
 
+/// The harness crate's directory as cargo passes it to this run of the script. Not `env!`: that
+/// is fixed when the script is compiled, and cargo reuses a compiled script for a clone of the
+/// workspace elsewhere that shares the target directory (the CI clone under /tmp shares
+/// ~/.cache/memra-ci/target), so a build here would read the clone's files, or none once the
+/// clone is gone (an H200 binary without its defaults: run 66).
+fn manifest_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+}
+
 /// `OUT_DIR/embedded_defaults.rs`: `EMBEDDED`, every `boards/defaults/*.toml` as (stem, text).
+/// Panics (fails the build) when the directory cannot be read or holds no file: a binary
+/// without the tuned defaults would run portable defaults on every device without a word.
 fn embed_defaults() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../boards/defaults");
+    let dir = manifest_dir().join("../boards/defaults");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect()
-        })
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "no tuned defaults file in {}",
+        dir.display()
+    );
     files.sort();
     let mut code = String::from(
         "/// Every boards/defaults/*.toml, embedded at build time: (file stem, text).\npub const EMBEDDED: &[(&str, &str)] = &[\n",
