@@ -416,6 +416,11 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 #ifndef TCK_STAGES
 #define TCK_STAGES 8
 #endif
+// Units whose MMAs go in as one batch (one fence, commit and wait): run 66 found the form's time
+// set by the count of batches, about 1,200 cycles each, not by bytes, stages or warpgroups.
+#ifndef TCK_UB
+#define TCK_UB 4
+#endif
 
 #if TCW_HAVE_WGMMA
 // d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
@@ -444,13 +449,6 @@ __device__ __forceinline__ void tck_pin(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-// Wait for every committed group of this warpgroup, then pin d (its registers are the MMAs'
-// outputs, so nothing may read them before the wait).
-template <int N>
-__device__ __forceinline__ void tck_wait_all(float (&d)[N]) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    tck_pin(d);
-}
 #endif
 
 // x: [M, K] f32; q, s: linear_tc.cu's layout; part: [slices][M][R] f32, slice sl's sums.
@@ -469,6 +467,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     constexpr int NA = NTOK / 2;                      // accumulators a thread: 64 NTOK / 128
     constexpr int SLOT = F == TC_BF16 ? 1024 : 576;   // a warp's staged (tile, unit)
     constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
+    static_assert(TCK_STAGES > TCK_UB, "a batch's units are copied while the ring holds more");
     extern __shared__ __align__(128) u8 tck_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
     const int g = lane >> 2, t = lane & 3;
@@ -516,60 +515,106 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     pdl_entry();
 
     // x of the slice's units for tokens m0 .. m0 + NTOK, split into its parts (zeros past M):
-    // float4 c = token c / (8 nus), unit (c / 8) % nus, k 4 (c % 8) .. + 4 of the unit.
-    for (int c = tid; c < NTOK * nus * 8; c += NTH) {
-        const int tok = c / (nus * 8), r = c % (nus * 8), un = r >> 3, k4 = r & 7;
-        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (m0 + tok < M) f = *reinterpret_cast<const float4*>(x + (size_t)(m0 + tok) * K + 32 * (u0 + un) + 4 * k4);
-        u32 w0[P], w1[P];
-        split_x(make_float2(f.x, f.y), w0);
-        split_x(make_float2(f.z, f.w), w1);
-        u8* d = tck_smem + un * X_UNIT + (tok >> 3) * (P * 512) + (k4 >> 1) * 128 + (tok & 7) * 16 + (k4 & 1) * 8;
+    // float4 c = token c / (8 nus), unit (c / 8) % nus, k 4 (c % 8) .. + 4 of the unit; four
+    // loads in flight a thread.
+    const int xn = NTOK * nus * 8;
+    for (int c0 = tid; c0 < xn; c0 += 4 * NTH) {
+        float4 f[4];
 #pragma unroll
-        for (int p = 0; p < P; ++p) *reinterpret_cast<uint2*>(d + p * 512) = make_uint2(w0[p], w1[p]);
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + e * NTH, tok = c / (nus * 8), r = c % (nus * 8);
+            f[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c < xn && m0 + tok < M)
+                f[e] = *reinterpret_cast<const float4*>(x + (size_t)(m0 + tok) * K + 32 * (u0 + (r >> 3)) + 4 * (r & 7));
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + e * NTH, tok = c / (nus * 8), r = c % (nus * 8), un = r >> 3, k4 = r & 7;
+            if (c >= xn) break;
+            u32 w0[P], w1[P];
+            split_x(make_float2(f[e].x, f[e].y), w0);
+            split_x(make_float2(f[e].z, f[e].w), w1);
+            u8* d = tck_smem + un * X_UNIT + (tok >> 3) * (P * 512) + (k4 >> 1) * 128 + (tok & 7) * 16 + (k4 & 1) * 8;
+#pragma unroll
+            for (int p = 0; p < P; ++p) *reinterpret_cast<uint2*>(d + p * 512) = make_uint2(w0[p], w1[p]);
+        }
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
 
-    float us[NA], acc[NA];
+    float us[TCK_UB][NA], acc[NA];
 #pragma unroll
-    for (int i = 0; i < NA; ++i) us[i] = 0.0f;
+    for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+        for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
     int i = 0;
     for (int rg = rg0 + wg; rg < rg1; rg += TCK_WG) {
 #pragma unroll
         for (int e = 0; e < NA; ++e) acc[e] = 0.0f;
-        for (int un = 0; un < nus; ++un, ++i) {
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 2));
+        // A batch of nb <= TCK_UB units: their MMAs go in between one fence and one wait (unit j
+        // into its own sum us[j]), then the sums are folded in unit order. A batch past the
+        // slice's end runs its spare MMAs on zero weights and drops them.
+        for (int un = 0; un < nus; un += TCK_UB) {
+            const int nb = min(TCK_UB, nus - un);
+            // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups pending.
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 1 - TCK_UB));
             __syncwarp();
-            u32 a[2][4];
-            float d[2];
-            const u8* W = ring + (i % TCK_STAGES) * SLOT;
-            tc_staged_a<F, true>(W, W + 512, lane, a, d);
-            // Slot (i - 1) % TCK_STAGES was read by every lane before this step's __syncwarp.
-            next_copy();
-            const u8* X = tck_smem + un * X_UNIT;
-            unsigned long long desc[2][P];
+            u32 a[TCK_UB][2][4];
+            float d[TCK_UB][2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < TCK_UB; ++j) {
+                if (j < nb) {
+                    const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
+                    tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
+                } else {
 #pragma unroll
-                for (int p = 0; p < P; ++p) {
-                    const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
-                    asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[h][p]) : "l"(v));
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) a[j][h][r] = 0;
+                    d[j][0] = d[j][1] = 0.0f;
                 }
+            }
+            // The slots of the steps before i were read by every lane before this __syncwarp;
+            // as many copies go out as units are taken, so a slot is refilled only once read.
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+                if (j < nb) next_copy();
+            unsigned long long desc[TCK_UB][2][P];
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int p = 0; p < P; ++p) {
+                        const u8* X = tck_smem + (un + (j < nb ? j : 0)) * X_UNIT;
+                        const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
+                        asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[j][h][p]) : "l"(v));
+                    }
             int from0, acc_on;
             asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
             asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
-            tck_pin(us);
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
             tcw_fence();
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < TCK_UB; ++j)
 #pragma unroll
-                for (int p = 0; p < P; ++p) tck_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int p = 0; p < P; ++p) tck_mma(us[j], a[j][h], desc[j][h][p], h + p > 0 ? acc_on : from0);
             tcw_commit();
-            tck_wait_all(us);
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-            for (int e = 0; e < NA; ++e)
-                acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[(e >> 1) & 1], us[e], acc[e]) : __fadd_rn(acc[e], us[e]);
+            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+                if (j < nb) {
+#pragma unroll
+                    for (int e = 0; e < NA; ++e)
+                        acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[j][(e >> 1) & 1], us[j][e], acc[e])
+                                              : __fadd_rn(acc[e], us[j][e]);
+                }
+            i += nb;
         }
         // Element e: row 64 rg + 16 wq + g + 8 ((e / 2) % 2), token m0 + 8 (e / 4) + 2t + e % 2. An
         // empty slice (past the last unit) stores its zero sums, as linear_tcs_impl's do.

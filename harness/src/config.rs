@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 64] = [
+pub const KERNEL_DEFINES: [&str; 65] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -75,6 +75,7 @@ pub const KERNEL_DEFINES: [&str; 64] = [
     "TCW_BULK",
     "TCK_WG",
     "TCK_STAGES",
+    "TCK_UB",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -554,7 +555,7 @@ impl ConfigArgs {
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
             // 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -588,6 +589,10 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
                 }
+                Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
+                _ if k == "TCK_UB" => {
+                    anyhow::bail!("kernel_defines.TCK_UB must be 1 to 8 units (got {v:?})")
+                }
                 Ok(n) if k == "TCK_STAGES" && (2..=16).contains(&n) => {}
                 _ if k == "TCK_STAGES" => {
                     anyhow::bail!("kernel_defines.TCK_STAGES must be 2 to 16 (got {v:?})")
@@ -609,6 +614,21 @@ impl ConfigArgs {
                     "kernel_defines.{k} must be a positive integer of at most 65536, quoted (got {v:?})"
                 ),
             }
+        }
+        // The wgmma split-K form copies a batch of TCK_UB units while its ring holds more
+        // (kernels/linear_tcw.cu asserts it at compile time; say it here first).
+        let tck = |k: &str, d: u32| {
+            c.kernel_defines
+                .get(k)
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or(d)
+        };
+        if tck("TCK_UB", 4) >= tck("TCK_STAGES", 8) {
+            anyhow::bail!(
+                "kernel_defines.TCK_STAGES ({}) must be more than TCK_UB ({})",
+                tck("TCK_STAGES", 8),
+                tck("TCK_UB", 4)
+            );
         }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
             anyhow::bail!(

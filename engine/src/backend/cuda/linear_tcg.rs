@@ -63,10 +63,6 @@ pub fn tck_smem_bytes(
     per * (tokens / 8) * parts * 512 + 4 * wg * stages * slot
 }
 
-/// Shared memory one SM of the devices we build for holds (sm_90: 228 KiB; a block reserves 1
-/// KiB of it).
-const SMEM_SM: u32 = 228 << 10;
-
 /// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
 /// split pass (x into bf16 parts, grid (k / 32, ceil(ceil(mc / 8) / 8)), 256 threads), the entry,
 /// and the block's shape.
@@ -178,7 +174,8 @@ impl CudaDevice {
     /// then `linear_tcs_reduce` adds the slices in order and the bias; the same chain per element
     /// as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
     /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
-    /// (default 2), TCK_STAGES units in each warp's ring (default 8). Returns `false` (nothing
+    /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
+    /// MMAs (default 4). Returns `false` (nothing
     /// launched) when the slice's x and the rings do not fit in shared memory or the slice sums
     /// in [`SK_SCRATCH_FLOATS`]. Errors: a device without wgmma (not sm_90a), another format,
     /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
@@ -227,9 +224,11 @@ impl CudaDevice {
         }
         let groups = (r as u32).div_ceil(4 * TC_TILE_ROWS as u32);
         let tok_groups = (m as u32).div_ceil(tokens);
-        // Blocks an SM holds: its shared memory, and at most 8 warpgroups (about 64 registers
-        // a thread).
-        let per_sm = (SMEM_SM / (smem + 1024)).clamp(1, (8 / wg).max(1));
+        // Blocks an SM holds (registers and shared memory, as the driver counts them).
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(128 * wg, smem as usize, None)
+            .map_err(super::drv)?
+            .max(1);
         let blocks =
             self.info().sm_count.max(1) as u32 * per_sm * self.define("QTC_SK_WAVES", 1).max(1);
         let runs = blocks.div_ceil(slices * tok_groups).clamp(1, groups);
