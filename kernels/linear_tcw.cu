@@ -421,6 +421,13 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 #ifndef TCK_UB
 #define TCK_UB 4
 #endif
+// 1: each lane loads its A fragments for the next batch straight into registers (the one-token
+// family's loads, which reach 97% of copy bandwidth at M = 1) instead of the cp.async ring (runs
+// 66-67: the ring form moves about 6 bytes a cycle an SM whatever its depth). Loads only: no
+// bits change.
+#ifndef TCK_LDG
+#define TCK_LDG 0
+#endif
 
 #if TCW_HAVE_WGMMA
 // d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
@@ -443,6 +450,16 @@ __device__ __forceinline__ void tck_mma(float (&d)[8], const u32 (&a)[4], unsign
         "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+// A 16-byte load of read-only weights through an asm volatile, so that it is issued where the
+// source puts it (before the MMAs of the batch before; the compiler would otherwise sink it past
+// their wait into the registers they read, one batch of loads in flight).
+__device__ __forceinline__ uint4 tck_ldg(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
 }
 template <int N>
 __device__ __forceinline__ void tck_pin(float (&d)[N]) {
@@ -510,8 +527,33 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     };
     // The weights are read-only for the whole forward: the first copies go out before the
     // previous kernel's results are waited for.
+    // TCK_LDG: the batch a lane computes (wv, sc) and the next one, loading (nwv, nsc); zeros for
+    // units past the batch, tiles past R and row groups past the run.
+    constexpr int WB = F == TC_BF16 ? 2 : 1;
+    uint4 wv[TCK_UB][WB], nwv[TCK_UB][WB];
+    u32 sc[TCK_UB], nsc[TCK_UB];
+    auto load_batch = [&](int rg, int un, int nb) {
 #pragma unroll
-    for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
+        for (int j = 0; j < TCK_UB; ++j) {
+            const int tile = 4 * rg + wq;
+            nsc[j] = 0;
+#pragma unroll
+            for (int b = 0; b < WB; ++b) nwv[j][b] = make_uint4(0, 0, 0, 0);
+            if (j < nb && rg < rg1 && tile < tiles) {
+                const size_t tu = (size_t)tile * nu + u0 + un + j;
+                const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
+#pragma unroll
+                for (int b = 0; b < WB; ++b) nwv[j][b] = tck_ldg(p + b);
+                if (F == TC_Q8_0) nsc[j] = s[tu * 8 + g];
+            }
+        }
+    };
+    if (TCK_LDG) {
+        load_batch(rg0 + wg, 0, min(TCK_UB, nus));
+    } else {
+#pragma unroll
+        for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
+    }
     pdl_entry();
 
     // x of the slice's units for tokens m0 .. m0 + NTOK, split into its parts (zeros past M):
@@ -556,14 +598,41 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         // slice's end runs its spare MMAs on zero weights and drops them.
         for (int un = 0; un < nus; un += TCK_UB) {
             const int nb = min(TCK_UB, nus - un);
-            // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups pending.
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 1 - TCK_UB));
-            __syncwarp();
+            if (TCK_LDG) {
+                // This batch's fragments are the ones loading; the next batch's loads go out.
+#pragma unroll
+                for (int j = 0; j < TCK_UB; ++j) {
+                    sc[j] = nsc[j];
+#pragma unroll
+                    for (int b = 0; b < WB; ++b) wv[j][b] = nwv[j][b];
+                }
+                const bool last = un + nb >= nus;
+                const int nun = last ? 0 : un + nb;
+                load_batch(last ? rg + TCK_WG : rg, nun, min(TCK_UB, nus - nun));
+            } else {
+                // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups
+                // pending.
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 1 - TCK_UB));
+                __syncwarp();
+            }
             u32 a[TCK_UB][2][4];
             float d[TCK_UB][2];
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j) {
-                if (j < nb) {
+                if (TCK_LDG) {
+                    if (F == TC_BF16) {
+                        a[j][0][0] = wv[j][0].x; a[j][0][1] = wv[j][0].y; a[j][0][2] = wv[j][0].z; a[j][0][3] = wv[j][0].w;
+                        a[j][1][0] = wv[j][1].x; a[j][1][1] = wv[j][1].y; a[j][1][2] = wv[j][1].z; a[j][1][3] = wv[j][1].w;
+                    } else {
+                        const u32 words[4] = {wv[j][0].x, wv[j][0].y, wv[j][0].z, wv[j][0].w};
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int r = 0; r < 4; ++r) a[j][h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
+                    }
+                    d[j][0] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] & 0xffffu)) : 1.0f;
+                    d[j][1] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] >> 16)) : 1.0f;
+                } else if (j < nb) {
                     const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
                     tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
                 } else {
@@ -578,7 +647,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             // as many copies go out as units are taken, so a slot is refilled only once read.
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
-                if (j < nb) next_copy();
+                if (!TCK_LDG && j < nb) next_copy();
             unsigned long long desc[TCK_UB][2][P];
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)

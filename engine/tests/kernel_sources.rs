@@ -48,7 +48,8 @@ fn every_kernel_entry_waits_for_the_grid_before() {
             rest = &after[body..];
         }
     }
-    // linear_tck_impl: nothing but the weight copies (`next_copy`) before pdl_entry(), and x,
+    // linear_tck_impl: nothing but the weight copies (`next_copy`) or loads (`load_batch`, read
+    // into registers: tck_ldg) before pdl_entry(), and x,
     // the one input another kernel writes, read after it.
     let tcw = KERNELS
         .iter()
@@ -61,7 +62,9 @@ fn every_kernel_entry_waits_for_the_grid_before() {
     let wait = imp.find("pdl_entry();").expect("linear_tck_impl waits");
     let before = &imp[imp.find("auto next_copy").expect("next_copy")..wait];
     let (copies, x_read) = (
-        before.find("for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();"),
+        before
+            .find("for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();")
+            .and(before.find("load_batch(rg0 + wg, 0, min(TCK_UB, nus));")),
         imp.find("x + (size_t)(m0 + tok) * K").expect("x read"),
     );
     assert!(

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 22] = [
+    let sets: [&[(&str, &str)]; 23] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -253,7 +253,14 @@ fn linear_switches_compile() {
             ("TCK_WG", "3"),
             ("TCK_STAGES", "16"),
         ],
-        &[("QTC_XSPLIT", "1"), ("TCK_WG", "1"), ("TCK_STAGES", "2")],
+        &[
+            ("QTC_XSPLIT", "1"),
+            ("TCK_WG", "1"),
+            ("TCK_STAGES", "2"),
+            ("TCK_UB", "1"),
+        ],
+        // Its register-loading variant, as h200_run69.sh measures it.
+        &[("QTC_XSPLIT", "2"), ("TCK_LDG", "1")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),

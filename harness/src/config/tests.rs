@@ -114,6 +114,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_STAGES = \"17\"", "TCK_STAGES must be 2 to 16"),
         ("TCK_STAGES = \"4\"", "must be more than TCK_UB (4)"),
         ("TCK_UB = \"9\"", "TCK_UB must be 1 to 8"),
+        ("TCK_LDG = \"2\"", "\"0\" or \"1\""),
         ("QTC_Q8_DB_BIG = \"2\"", "\"0\" or \"1\""),
         ("QTC_Q8_UNROLL = \"0\"", "positive integer"),
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
