@@ -428,6 +428,14 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 #ifndef TCK_LDG
 #define TCK_LDG 0
 #endif
+// 1 (with TCK_LDG = 0): each warp's batch of TCK_UB consecutive units of its tile (contiguous in
+// the tile-unit layout) reaches its ring by one bulk copy (cp.async.bulk, the TMA engine) issued
+// by the warp's lane 0, completing on the warp's own mbarrier for that slot; the ring holds
+// TCK_STAGES / TCK_UB batches. No block barrier (run 63's bulk form was slow because warp 0
+// issued every copy and all warps met at a barrier a unit). Copies only: no bits change.
+#ifndef TCK_BULK
+#define TCK_BULK 0
+#endif
 
 #if TCW_HAVE_WGMMA
 // d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
@@ -472,8 +480,8 @@ __device__ __forceinline__ void tck_pin(float (&d)[N]) {
 // Grid: (slices, runs, ceil(M / NTOK)); block 128 TCK_WG; a block takes row groups (64 rows)
 // blockIdx.y rg_run .. + rg_run, warpgroup w every TCK_WG-th from the w-th. Dynamic shared
 // memory: x, ceil(nu / slices) units of NTOK / 8 token blocks x QTC_XSPLIT x 512 bytes, then a
-// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576)
-// (host: linear_tcg.rs, tck_smem_bytes).
+// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576),
+// then TCK_STAGES 8-byte mbarriers a warp (TCK_BULK) (host: linear_tcg.rs, tck_smem_bytes).
 template <int F, int NTOK>
 __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, float* __restrict__ part, int M, int K,
@@ -485,6 +493,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     constexpr int SLOT = F == TC_BF16 ? 1024 : 576;   // a warp's staged (tile, unit)
     constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
     static_assert(TCK_STAGES > TCK_UB, "a batch's units are copied while the ring holds more");
+    static_assert(!TCK_BULK || TCK_STAGES >= 2 * TCK_UB, "the bulk ring holds two batches or more");
     extern __shared__ __align__(128) u8 tck_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
     const int g = lane >> 2, t = lane & 3;
@@ -548,8 +557,46 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             }
         }
     };
+    // TCK_BULK: batch slots of this warp's ring and their mbarriers (after every warp's ring).
+    constexpr int NBS = TCK_STAGES / TCK_UB;
+    constexpr int BSLOT = TCK_UB * SLOT;
+    constexpr int WBYTES = F == TC_BF16 ? 1024 : 512;
+    const u32 bar0 = (u32)__cvta_generic_to_shared(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT)) +
+                     warp * (TCK_STAGES * 8);
+    int b_i = 0, b_rg = rg0 + wg, b_un = 0;
+    // Lane 0 copies the next batch in walk order (units b_un .. of row group b_rg) into its slot;
+    // a tile past R copies nothing (the stale slot only reaches rows that are never stored: an
+    // output depends on its own row alone); past the warp's last batch nothing is issued.
+    auto bulk_batch = [&]() {
+        if (b_rg >= rg1 || nus == 0) return;
+        const int nb = min(TCK_UB, nus - b_un), tile = 4 * b_rg + wq;
+        if (lane == 0) {
+            const u32 bar = bar0 + 8 * (b_i % NBS);
+            const u32 dst = (u32)__cvta_generic_to_shared(ring + (b_i % NBS) * BSLOT);
+            if (tile < tiles) {
+                const size_t tu = (size_t)tile * nu + u0 + b_un;
+                tcw_bar_expect(bar, nb * WBYTES + (F == TC_Q8_0 ? nb * 32 : 0));
+                tcw_bulk(dst, q + tu * WBYTES, nb * WBYTES, bar);
+                if (F == TC_Q8_0) tcw_bulk(dst + TCK_UB * 512, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
+            } else {
+                tcw_bar_expect(bar, 0);
+            }
+        }
+        ++b_i;
+        b_un += nb;
+        if (b_un >= nus) {
+            b_un = 0;
+            b_rg += TCK_WG;
+        }
+    };
     if (TCK_LDG) {
         load_batch(rg0 + wg, 0, min(TCK_UB, nus));
+    } else if (TCK_BULK) {
+        if (lane == 0)
+            for (int j = 0; j < NBS; ++j) tcw_bar_init(bar0 + 8 * j);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncwarp();
+        for (int j = 0; j < NBS - 1; ++j) bulk_batch();
     } else {
 #pragma unroll
         for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
@@ -589,7 +636,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     for (int j = 0; j < TCK_UB; ++j)
 #pragma unroll
         for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
-    int i = 0;
+    int i = 0, bi = 0;  // units and batches this warp has taken
     for (int rg = rg0 + wg; rg < rg1; rg += TCK_WG) {
 #pragma unroll
         for (int e = 0; e < NA; ++e) acc[e] = 0.0f;
@@ -609,6 +656,12 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 const bool last = un + nb >= nus;
                 const int nun = last ? 0 : un + nb;
                 load_batch(last ? rg + TCK_WG : rg, nun, min(TCK_UB, nus - nun));
+            } else if (TCK_BULK) {
+                // Every lane is past the batch before (its slot takes batch bi + NBS - 1), then
+                // this batch's copies complete: use bi / NBS of its slot.
+                __syncwarp();
+                bulk_batch();
+                tcw_bar_wait(bar0 + 8 * (bi % NBS), (bi / NBS) & 1);
             } else {
                 // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups
                 // pending.
@@ -632,6 +685,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                     }
                     d[j][0] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] & 0xffffu)) : 1.0f;
                     d[j][1] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] >> 16)) : 1.0f;
+                } else if (TCK_BULK && j < nb) {
+                    const u8* W = ring + (bi % NBS) * BSLOT;
+                    tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * 512 + j * 32, lane, a[j], d[j]);
                 } else if (j < nb) {
                     const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
                     tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
@@ -647,7 +703,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             // as many copies go out as units are taken, so a slot is refilled only once read.
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
-                if (!TCK_LDG && j < nb) next_copy();
+                if (!TCK_LDG && !TCK_BULK && j < nb) next_copy();
             unsigned long long desc[TCK_UB][2][P];
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
@@ -684,6 +740,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                                               : __fadd_rn(acc[e], us[j][e]);
                 }
             i += nb;
+            ++bi;
         }
         // Element e: row 64 rg + 16 wq + g + 8 ((e / 2) % 2), token m0 + 8 (e / 4) + 2t + e % 2. An
         // empty slice (past the last unit) stores its zero sums, as linear_tcs_impl's do.
@@ -695,6 +752,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
+    // TCK_BULK: every copy issued was waited for (a warp issues only batches it takes).
 #else
     // Built for an architecture without wgmma: the host never launches this (QTC_SK = 3 needs
     // sm_90a), so reaching it is a bug; trap rather than leave `part` unwritten.

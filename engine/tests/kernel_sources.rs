@@ -48,8 +48,8 @@ fn every_kernel_entry_waits_for_the_grid_before() {
             rest = &after[body..];
         }
     }
-    // linear_tck_impl: nothing but the weight copies (`next_copy`) or loads (`load_batch`, read
-    // into registers: tck_ldg) before pdl_entry(), and x,
+    // linear_tck_impl: nothing but the weight copies (`next_copy`, `bulk_batch`) or loads
+    // (`load_batch`, into registers: tck_ldg) before pdl_entry(), and x,
     // the one input another kernel writes, read after it.
     let tcw = KERNELS
         .iter()
@@ -64,7 +64,8 @@ fn every_kernel_entry_waits_for_the_grid_before() {
     let (copies, x_read) = (
         before
             .find("for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();")
-            .and(before.find("load_batch(rg0 + wg, 0, min(TCK_UB, nus));")),
+            .and(before.find("load_batch(rg0 + wg, 0, min(TCK_UB, nus));"))
+            .and(before.find("for (int j = 0; j < NBS - 1; ++j) bulk_batch();")),
         imp.find("x + (size_t)(m0 + tok) * K").expect("x read"),
     );
     assert!(

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 23] = [
+    let sets: [&[(&str, &str)]; 24] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -259,8 +259,9 @@ fn linear_switches_compile() {
             ("TCK_STAGES", "2"),
             ("TCK_UB", "1"),
         ],
-        // Its register-loading variant, as h200_run69.sh measures it.
+        // Its register-loading and bulk-copy variants.
         &[("QTC_XSPLIT", "2"), ("TCK_LDG", "1")],
+        &[("QTC_XSPLIT", "2"), ("TCK_BULK", "1"), ("TCK_STAGES", "16")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),

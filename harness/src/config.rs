@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 66] = [
+pub const KERNEL_DEFINES: [&str; 67] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -77,6 +77,7 @@ pub const KERNEL_DEFINES: [&str; 66] = [
     "TCK_STAGES",
     "TCK_UB",
     "TCK_LDG",
+    "TCK_BULK",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
     // (engine/src/backend/cuda/launch.rs).
     "PDL",
@@ -554,7 +555,7 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // TCW_BULK, TCK_LDG, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // TCW_BULK, TCK_LDG, TCK_BULK, ATTN_KORDER and ATTN_KV16W are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH and QTC_SPLIT_BIG (0: off) may be
             // 0; the rest are sizes.
@@ -576,6 +577,7 @@ impl ConfigArgs {
                     | "QTC_GEMM_XASYNC"
                     | "TCW_BULK"
                     | "TCK_LDG"
+                    | "TCK_BULK"
                     | "ATTN_KORDER"
                     | "ATTN_KV16W"
             );
@@ -628,6 +630,16 @@ impl ConfigArgs {
         if tck("TCK_LDG", 0) == 1 && tck("TCK_UB", 4) > 4 {
             anyhow::bail!(
                 "kernel_defines.TCK_UB ({}) must be at most 4 with TCK_LDG = 1 (two batches of fragments a lane)",
+                tck("TCK_UB", 4)
+            );
+        }
+        if tck("TCK_LDG", 0) == 1 && tck("TCK_BULK", 0) == 1 {
+            anyhow::bail!("kernel_defines.TCK_LDG and TCK_BULK are two ways to load the same weights: set one");
+        }
+        if tck("TCK_BULK", 0) == 1 && tck("TCK_STAGES", 8) < 2 * tck("TCK_UB", 4) {
+            anyhow::bail!(
+                "kernel_defines.TCK_STAGES ({}) must be at least twice TCK_UB ({}) with TCK_BULK = 1 (two batches a ring)",
+                tck("TCK_STAGES", 8),
                 tck("TCK_UB", 4)
             );
         }

@@ -58,8 +58,10 @@ fn serve_table_then_flags() {
 }
 
 /// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
-/// TCG2_STAGES and TCW_STAGES 2..=8, TCW_WG 1..=3, QLIN_M1_PREFETCH from 0, sizes from 1;
-/// anything else names the define.
+/// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_WG and
+/// TCK_WG 1..=3, QLIN_M1_PREFETCH from 0, sizes from 1, and the wgmma split-K form's
+/// combinations (TCK_STAGES above TCK_UB, twice it with TCK_BULK, TCK_UB at most 4 with
+/// TCK_LDG, not TCK_LDG and TCK_BULK both); anything else names the define.
 #[test]
 fn kernel_define_values_are_checked_by_kind() {
     let dir = tempfile::tempdir().unwrap();
@@ -115,6 +117,16 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_STAGES = \"4\"", "must be more than TCK_UB (4)"),
         ("TCK_UB = \"9\"", "TCK_UB must be 1 to 8"),
         ("TCK_LDG = \"2\"", "\"0\" or \"1\""),
+        ("TCK_BULK = \"2\"", "\"0\" or \"1\""),
+        ("TCK_LDG = \"1\"\nTCK_BULK = \"1\"", "set one"),
+        (
+            "TCK_BULK = \"1\"\nTCK_STAGES = \"6\"",
+            "at least twice TCK_UB (4)",
+        ),
+        (
+            "TCK_LDG = \"1\"\nTCK_UB = \"8\"\nTCK_STAGES = \"16\"",
+            "at most 4 with TCK_LDG",
+        ),
         ("QTC_Q8_DB_BIG = \"2\"", "\"0\" or \"1\""),
         ("QTC_Q8_UNROLL = \"0\"", "positive integer"),
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),

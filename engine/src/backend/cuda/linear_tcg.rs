@@ -50,7 +50,8 @@ pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
 
 /// Dynamic shared memory of a `linear_tck_*` block (bytes): x of `per` units of `tokens` tokens
 /// in `parts` bf16 parts (512 bytes a part and 8 tokens), then a ring of `stages` slots for each
-/// of the `4 · wg` warps (1,024 bytes BF16; Q8_0 512 of weights and 32 of scales, 576).
+/// of the `4 · wg` warps (1,024 bytes BF16; Q8_0 512 of weights and 32 of scales, 576), then
+/// `stages` 8-byte mbarriers a warp (used with TCK_BULK = 1).
 pub fn tck_smem_bytes(
     dtype: DType,
     parts: u32,
@@ -60,7 +61,7 @@ pub fn tck_smem_bytes(
     stages: u32,
 ) -> u32 {
     let slot = if dtype == DType::Q8_0 { 576 } else { 1024 };
-    per * (tokens / 8) * parts * 512 + 4 * wg * stages * slot
+    per * (tokens / 8) * parts * 512 + 4 * wg * stages * (slot + 8)
 }
 
 /// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
@@ -175,7 +176,8 @@ impl CudaDevice {
     /// as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
     /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
     /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
-    /// MMAs (default 4). Returns `false` (nothing
+    /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one
+    /// bulk copy a warp and batch (TCK_BULK = 1). Returns `false` (nothing
     /// launched) when the slice's x and the rings do not fit in shared memory or the slice sums
     /// in [`SK_SCRATCH_FLOATS`]. Errors: a device without wgmma (not sm_90a), another format,
     /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
@@ -380,12 +382,15 @@ mod tests {
         );
         assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4) > SMEM_MAX);
         // The wgmma split-K form: 8 units of 32 tokens in 2 parts (32 KiB) and 8 warps' rings
-        // of 8 slots (64 KiB BF16); Q8_0 slots of 576 bytes; a 4-slice K = 4,096 slice of 32
+        // of 8 slots (64 KiB BF16) and their mbarriers; Q8_0 slots of 576 bytes; a 4-slice K = 4,096 slice of 32
         // units at 3 parts and 3 warpgroups does not fit.
-        assert_eq!(tck_smem_bytes(DType::BF16, 2, 8, 32, 2, 8), 96 << 10);
+        assert_eq!(
+            tck_smem_bytes(DType::BF16, 2, 8, 32, 2, 8),
+            (96 << 10) + 64 * 8
+        );
         assert_eq!(
             tck_smem_bytes(DType::Q8_0, 2, 8, 16, 1, 4),
-            (16 << 10) + 16 * 576
+            (16 << 10) + 16 * (576 + 8)
         );
         assert!(tck_smem_bytes(DType::BF16, 3, 32, 32, 3, 8) > SMEM_MAX);
     }
