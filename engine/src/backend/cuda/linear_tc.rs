@@ -112,6 +112,29 @@ impl CudaDevice {
         }
     }
 
+    /// The K slices every form walks for a matrix of `rows` rows at `m` tokens:
+    /// [`CudaDevice::tc_split`]'s count, halved for the gates' split canary when m > 1 (a
+    /// reduction order that depends on the shape, on purpose).
+    pub(super) fn tc_slices(&self, rows: usize, m: usize, split_canary: bool) -> u32 {
+        let s = self.tc_split(rows).0;
+        if split_canary && m > 1 && s > 1 {
+            s / 2
+        } else {
+            s
+        }
+    }
+
+    /// Errors ([`Error::InvalidArgument`] through `check`) unless the device has Hopper's
+    /// warpgroup MMA (sm_90a); `what` names the form and the define that chose it.
+    pub(super) fn require_wgmma(&self, what: &str) -> Result<()> {
+        check(self.info().arch == "sm_90a", || {
+            format!(
+                "{what} (wgmma) needs sm_90a; this device is {}",
+                self.info().arch
+            )
+        })
+    }
+
     /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
     /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
     /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
@@ -206,12 +229,7 @@ impl CudaDevice {
     ) -> Result<bool> {
         let (k, r) = (w.cols, w.rows);
         let nt: u32 = if m <= 16 { 2 } else { 4 };
-        let s_full = self.tc_split(r).0;
-        let slices = if split_canary && m > 1 && s_full > 1 {
-            s_full / 2
-        } else {
-            s_full
-        };
+        let slices = self.tc_slices(r, m, split_canary);
         let nu = (k / 32) as u32;
         let per = nu.div_ceil(slices);
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);

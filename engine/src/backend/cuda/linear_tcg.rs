@@ -139,12 +139,7 @@ impl CudaDevice {
         m: usize,
         split_canary: bool,
     ) -> Result<()> {
-        check(self.info().arch == "sm_90a", || {
-            format!(
-                "tiled linear: QTC_GEMM = 3 (wgmma) needs sm_90a; this device is {}",
-                self.info().arch
-            )
-        })?;
+        self.require_wgmma("tiled linear: QTC_GEMM = 3")?;
         let func = match w.dtype {
             DType::BF16 => "linear_tcw_bf16",
             DType::Q8_0 => "linear_tcw_q8_0",
@@ -191,12 +186,7 @@ impl CudaDevice {
         m: usize,
         split_canary: bool,
     ) -> Result<bool> {
-        check(self.info().arch == "sm_90a", || {
-            format!(
-                "split-K linear: QTC_SK = 3 (wgmma) needs sm_90a; this device is {}",
-                self.info().arch
-            )
-        })?;
+        self.require_wgmma("split-K linear: QTC_SK = 3")?;
         let (k, r) = (w.cols, w.rows);
         let tokens: u32 = if m <= 16 { 16 } else { 32 };
         let func = match w.dtype {
@@ -204,12 +194,7 @@ impl CudaDevice {
             DType::Q8_0 => format!("linear_tck_q8_0_n{tokens}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let s_full = self.tc_split(r).0;
-        let slices = if split_canary && m > 1 && s_full > 1 {
-            s_full / 2
-        } else {
-            s_full
-        };
+        let slices = self.tc_slices(r, m, split_canary);
         let per = ((k / 32) as u32).div_ceil(slices);
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let wg = self.define("TCK_WG", 2).clamp(1, 3);
@@ -279,12 +264,7 @@ impl CudaDevice {
         m: usize,
         split_canary: bool,
     ) -> Result<()> {
-        let (slices, _) = self.tc_split(w.rows);
-        let slices = if split_canary && slices > 1 {
-            slices / 2
-        } else {
-            slices
-        };
+        let slices = self.tc_slices(w.rows, m, split_canary);
         let (k, r) = (w.cols, w.rows);
         let slab = slab_tokens(k, parts as usize);
         check(slab > 0, || {
