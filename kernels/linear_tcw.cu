@@ -662,6 +662,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 __syncwarp();
                 bulk_batch();
                 tcw_bar_wait(bar0 + 8 * (bi % NBS), (bi / NBS) & 1);
+                __syncwarp();  // converged again after the wait's loop, before the .aligned MMAs
             } else {
                 // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups
                 // pending.
@@ -685,7 +686,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                     }
                     d[j][0] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] & 0xffffu)) : 1.0f;
                     d[j][1] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] >> 16)) : 1.0f;
-                } else if (TCK_BULK && j < nb) {
+                } else if (TCK_BULK && j < nb && 4 * rg + wq < tiles) {
+                    // (A tile past R copies nothing: it takes the zeros below, as the other
+                    // paths' zero-filled copies give.)
                     const u8* W = ring + (bi % NBS) * BSLOT;
                     tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * 512 + j * 32, lane, a[j], d[j]);
                 } else if (j < nb) {
