@@ -9,7 +9,9 @@
 //!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth) and,
 //!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
-//!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1), one at a time
+//!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
+//!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a; aggregate decode tok/s at bs=32),
+//!   one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
@@ -106,6 +108,11 @@ fn fit_verify_cost(k: &[usize], c: &[f64]) -> (f64, f64) {
 }
 
 /// A kept value as a kernel define's text (integers without quotes).
+/// One kernel-define sweep of `memra tune`: (define, candidates, the kernel's own default, what
+/// is measured: Some(depth) = decode tok/s at that depth, None = TTFT of a 512-token prompt, the
+/// decode batch).
+type KnobSweep = (&'static str, &'static [u32], u32, Option<usize>, usize);
+
 fn define_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
@@ -329,7 +336,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let blocks = (512 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
             let mut e = cuda_engine(cfg, &loaded, &mut shared, &d, blocks)?;
             let ttft = ttft_ms(&mut e, vocab, 512, reps)?;
-            let tok_s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
+            let tok_s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, 1)?;
             eprintln!(
                 "  QLIN_INT={v}: {:.1} ms TTFT, {:.1} tok/s",
                 stats(&ttft).0,
@@ -378,43 +385,50 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_DB_BIG) change loads only, never bits; each
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
-        let sweeps: [(&str, &[u32], u32, Option<usize>); 19] = [
-            ("LIN_TOKENS", &[4, 8, 16], 8, None),
-            ("QIMMA_TILES", &[1, 2], 1, None),
-            ("QIMMA_PF", &[0, 1], 1, None),
-            ("QIMMA_BPF", &[0, 1], 0, None),
-            ("LIN_ROWS", &[1, 2], 1, None),
-            ("QLIN_MT", &[0, 1], 0, None),
-            ("LIN_WARPS", &[2, 4, 8], 4, Some(128)),
-            ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128)),
-            ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128)),
-            ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128)),
-            ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128)),
-            ("NORM_THREADS", &[128, 256, 512], 256, Some(128)),
-            ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048)),
-            ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048)),
-            ("QTC_UNROLL", &[1, 2, 4], 4, Some(128)),
-            ("QTC_DB_BIG", &[0, 1], 0, Some(128)),
-            ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128)),
-            ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128)),
-            ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128)),
+        // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
+        let sweeps: [KnobSweep; 20] = [
+            ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
+            ("QIMMA_TILES", &[1, 2], 1, None, 1),
+            ("QIMMA_PF", &[0, 1], 1, None, 1),
+            ("QIMMA_BPF", &[0, 1], 0, None, 1),
+            ("LIN_ROWS", &[1, 2], 1, None, 1),
+            ("QLIN_MT", &[0, 1], 0, None, 1),
+            ("LIN_WARPS", &[2, 4, 8], 4, Some(128), 1),
+            ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128), 1),
+            ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128), 1),
+            ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128), 1),
+            ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128), 1),
+            ("NORM_THREADS", &[128, 256, 512], 256, Some(128), 1),
+            ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048), 1),
+            ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
+            ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
+            ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
+            ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
+            ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
+            ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
+            ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
         ];
-        for (name, cands, default, depth) in sweeps {
+        // QTC_SK = 3 (the wgmma split-K form) runs on sm_90a only.
+        let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
+            .is_ok_and(|id| id.compute_capability == (9, 0));
+        for (name, cands, default, depth, batch) in sweeps {
             if kernel_vals.contains_key(name) || !sweep_applies(name, &defines, fmt) {
                 continue;
             }
             let mut results = Vec::new();
-            for &v in cands
-                .iter()
-                .filter(|&&v| name != "ATTN_SPLIT" || v as usize >= c.head_dim)
-            {
+            for &v in cands.iter().filter(|&&v| {
+                (name != "ATTN_SPLIT" || v as usize >= c.head_dim)
+                    && (name != "QTC_SK" || v != 3 || wgmma)
+            }) {
                 let mut d = defines.clone();
                 d.insert(name.into(), v.to_string());
                 let positions = depth.unwrap_or(512) + args.new_tokens;
-                let blocks = positions.div_ceil(cfg.kv_block_size) + 4;
+                let blocks = batch * positions.div_ceil(cfg.kv_block_size) + 4;
                 let mut e = cuda_engine(cfg, &loaded, &mut shared, &d, blocks)?;
                 let s = match depth {
-                    Some(depth) => decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps)?,
+                    Some(depth) => {
+                        decode_tok_s(&mut e, vocab, depth, args.new_tokens, reps, batch)?
+                    }
                     None => ttft_ms(&mut e, vocab, 512, reps)?,
                 };
                 eprintln!(
@@ -452,8 +466,8 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let (metric, unit) = match depth {
                 Some(depth) => (
                     format!(
-                        "decode tok/s, bs=1, depth {depth}, {} new tokens; the current value \
-                         ({default}) stays unless beaten beyond the spread",
+                        "decode tok/s, bs={batch}, depth {depth}, {} new tokens; the current \
+                         value ({default}) stays unless beaten beyond the spread",
                         args.new_tokens
                     ),
                     "tok/s",
@@ -492,7 +506,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             c.cuda_graph_max_batch = g;
             let blocks = (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
             let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
-            let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps)?;
+            let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, 1)?;
             eprintln!("  cuda_graph_max_batch={g}: {:.1} tok/s", stats(&s).0);
             results.push((g, s));
         }

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 /// entries they set (`QTC_UNROLL`, `QTC_DB_BIG`: BF16, since on a Q8_0 model they would reach only
 /// the Q8_0 entries that follow them by default; `QTC_Q8_*`: Q8_0 with `QTC_Q8_0` not 0, the
 /// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
-/// otherwise). The other knobs always apply.
+/// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format.
+/// The other knobs always apply.
 pub(super) fn sweep_applies(
     name: &str,
     defines: &BTreeMap<String, String>,
@@ -21,8 +22,11 @@ pub(super) fn sweep_applies(
     }
     let big_ok =
         !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
-    let fmt_ok = if name.starts_with("QTC_Q8_") {
-        fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1"
+    let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
+    let fmt_ok = if name == "QTC_SK" {
+        fmt == Some(DType::BF16) || q8_tc
+    } else if name.starts_with("QTC_Q8_") {
+        q8_tc
     } else {
         fmt == Some(DType::BF16)
     };
@@ -79,6 +83,11 @@ mod tests {
         assert!(!sweep_applies("QTC_DB_BIG", &no_big, bf16));
         assert!(!sweep_applies("QTC_Q8_UNROLL_BIG", &no_big, q8));
         assert!(sweep_applies("QTC_Q8_UNROLL", &no_big, q8));
+        // The split-K routing: both tensor-core formats, nothing on the lanes or without QTC.
+        assert!(sweep_applies("QTC_SK", &qtc, bf16));
+        assert!(sweep_applies("QTC_SK", &qtc, q8));
+        assert!(!sweep_applies("QTC_SK", &lanes, q8));
+        assert!(!sweep_applies("QTC_SK", &d(&[]), bf16));
         // The current value: own entry, else the defines it follows in the kernel, else default.
         let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);

@@ -32,27 +32,32 @@ pub(super) fn stats(v: &[f64]) -> (f64, f64, f64) {
     (s[s.len() / 2], s[0], s[s.len() - 1])
 }
 
-/// Decode tok/s at bs=1 after `depth` prompt tokens (`new` ≥ 2 tokens, the first from prefill;
-/// prefill untimed, see [`crate::bench::time_decode`]), `reps` times after one warm-up.
+/// Aggregate decode tok/s of `batch` sequences (bs = `batch`; 1 for the bs=1 metric) after
+/// `depth` prompt tokens each (`new` ≥ 2 tokens, the first from prefill; prefill untimed, see
+/// [`crate::bench::time_decode`]), `reps` times after one warm-up. The sequences' prompts differ
+/// (seeds 7, 8, ...), so no prefix is shared.
 pub(super) fn decode_tok_s(
     e: &mut Engine,
     vocab: usize,
     depth: usize,
     new: usize,
     reps: usize,
+    batch: usize,
 ) -> Result<Vec<f64>> {
-    let full = GenerateRequest {
-        prompt: ids(depth, vocab, 7),
-        params: SamplingParams::greedy(),
-        max_tokens: new.max(2),
-        stop_ids: vec![],
-        sequence: 0,
-    };
+    let reqs: Vec<GenerateRequest> = (0..batch.max(1))
+        .map(|i| GenerateRequest {
+            prompt: ids(depth, vocab, 7 + i as u64),
+            params: SamplingParams::greedy(),
+            max_tokens: new.max(2),
+            stop_ids: vec![],
+            sequence: i as u32,
+        })
+        .collect();
     let mut out = Vec::new();
     for i in 0..=reps {
-        let secs = crate::bench::time_decode(e, std::slice::from_ref(&full))?;
+        let secs = crate::bench::time_decode(e, &reqs)?;
         if i > 0 {
-            out.push((full.max_tokens - 1) as f64 / secs.max(1e-9));
+            out.push((reqs.len() * (new.max(2) - 1)) as f64 / secs.max(1e-9));
         }
     }
     Ok(out)
