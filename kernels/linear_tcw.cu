@@ -402,9 +402,13 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 // only a few units a warp between waits, so both read the weights at 40-60% of the copy
 // bandwidth. Here a block is one K slice and a run of 64-row groups: it splits its slice of x
 // once into shared memory (the core-matrix order of tcw_split_x), then each of its TCK_WG
-// warpgroups walks its row groups unit by unit through a per-warp cp.async ring of TCK_STAGES
-// units (each lane copies and reads back its own A fragments, so a warp waits on nothing but its
-// own copies), one m64nNk16 a k-half and part, B by descriptor.
+// warpgroups walks its row groups in batches of TCK_UB units, one m64nNk16 a unit, k-half and
+// part, A from registers, B by descriptor. A warp's weights come by one of three paths: a per-warp
+// cp.async ring of TCK_STAGES units (each lane copies and reads back its own A fragments, so a
+// warp waits on nothing but its own copies), loads into registers one batch ahead (TCK_LDG), or
+// one bulk copy a batch (TCK_BULK). Measured (runs 66-69, H200, 8B shapes): bit-identical and
+// green, but slower than the shipped forms at 32 tokens (the ring moves about 6 bytes a cycle
+// an SM; the register path beats them at 16 tokens only); off by default.
 //
 // Exactness: the chain of linear_tcs_impl, unchanged (per unit a sum from 0 of the MMAs, k-half
 // 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); the slice's
@@ -416,8 +420,8 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 #ifndef TCK_STAGES
 #define TCK_STAGES 8
 #endif
-// Units whose MMAs go in as one batch (one fence, commit and wait): run 66 found the form's time
-// set by the count of batches, about 1,200 cycles each, not by bytes, stages or warpgroups.
+// Units whose MMAs go in as one batch (one fence, commit and wait). Run 67: 1, 2, 4 or 8 gave
+// the ring form the same time (its loads set it, not the batches).
 #ifndef TCK_UB
 #define TCK_UB 4
 #endif
