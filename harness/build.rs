@@ -40,13 +40,14 @@ fn main() {
     }
 }
 
-/// The harness crate's directory as cargo passes it to this run of the script. Not `env!`: that
-/// is fixed when the script is compiled, and cargo reuses a compiled script for a clone of the
-/// workspace elsewhere that shares the target directory (the CI clone under /tmp shares
-/// ~/.cache/memra-ci/target), so a build here would read the clone's files, or none once the
-/// clone is gone (an H200 binary without its defaults: run 66).
+/// The harness crate's directory: cargo runs a build script with its package's directory as the
+/// working directory. Not `env!("CARGO_MANIFEST_DIR")`: that is fixed when the script is
+/// compiled, and cargo reuses a compiled script for a clone of the workspace elsewhere that
+/// shares the target directory (the CI clone under /tmp shares ~/.cache/memra-ci/target), so a
+/// build here would read the clone's files, or none once the clone is gone (an H200 binary
+/// without its defaults: run 66).
 fn manifest_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+    std::env::current_dir().expect("the build script's working directory")
 }
 
 /// `OUT_DIR/embedded_defaults.rs`: `EMBEDDED`, every `boards/defaults/*.toml` as (stem, text).
