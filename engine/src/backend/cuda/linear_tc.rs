@@ -166,10 +166,15 @@ impl CudaDevice {
         // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
         // (H200, M = 32: BF16 gate+up 102 -> 93 us, run 52, while the 4096-row matrices are
         // 1.4-1.7x slower; the Q8_0 gate+up 90 -> 99 us, run 55); 3: the wgmma split-K form
-        // (sm_90a) for every matrix from QTC_SK_MIN tokens (default 9).
+        // (sm_90a) from QTC_SK_MIN tokens (default 9), for matrices of at least TCK_MIN_MB MiB of
+        // weights (default 0: every one; H200 run 70: BF16 q/o, 32 MiB, 17.1 -> 19.5 us at M = 32
+        // while qkv, 48 MiB, went 31.0 -> 26.3) and for Q8_0 only with TCK_Q8_0 = 1 (default 1;
+        // run 70: Q8_0 gate+up 91.3 -> 94.4 us at M = 32).
         let sk = self.define("QTC_SK", 0);
         if sk == 3
             && m >= self.define("QTC_SK_MIN", 9).max(2) as usize
+            && w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20
+            && (w.dtype != DType::Q8_0 || self.define("TCK_Q8_0", 1) != 0)
             && self.linear_tck(x, w, ys, rows, m, split_canary)?
         {
             return Ok(());
