@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use memra_engine::backend::cpu::CpuBackend;
 use memra_engine::backend::cuda::backend::{CudaBackend, CudaWeights};
 use memra_engine::backend::cuda::compile::KernelOptions;
+use memra_engine::backend::cuda::graph::bucket_rows;
 use memra_engine::backend::cuda::ops::ATTN_PART_BYTES;
 use memra_engine::backend::cuda::{self, CudaDevice};
 use memra_engine::backend::Backend;
@@ -56,8 +57,10 @@ pub fn use_cuda(cfg: &Config) -> Result<bool> {
 pub struct CudaPool {
     dev: Arc<CudaDevice>,
     weights: Mutex<Vec<(Arc<Model>, Arc<CudaWeights>)>>,
-    /// `cuda_graph_max_batch` of the configuration that opened the device.
+    /// `cuda_graph_max_batch` and `cuda_graph_bucket` of the configuration that opened the
+    /// device.
     graph_max_batch: usize,
+    graph_bucket: usize,
 }
 
 static POOL: OnceLock<Arc<CudaPool>> = OnceLock::new();
@@ -81,6 +84,7 @@ impl CudaPool {
             dev: Arc::new(dev),
             weights: Mutex::new(Vec::new()),
             graph_max_batch: cfg.cuda_graph_max_batch,
+            graph_bucket: cfg.cuda_graph_bucket,
         });
         Ok(POOL.get_or_init(|| pool).clone())
     }
@@ -105,7 +109,8 @@ impl CudaPool {
 
     /// A backend for `model` with `blocks` KV blocks of `block_size` positions on a stream of its
     /// own (so one engine thread's CUDA graph capture never takes in another's launches), decode
-    /// steps of up to `cuda_graph_max_batch` rows replayed as CUDA graphs, optionally the
+    /// steps of up to `cuda_graph_max_batch` rows replayed as CUDA graphs (padded to buckets of
+    /// `cuda_graph_bucket`), optionally the
     /// shape-dependent split-K canary.
     pub fn backend(
         &self,
@@ -121,7 +126,8 @@ impl CudaPool {
             blocks,
             block_size,
         )?
-        .with_graphs(self.graph_max_batch);
+        .with_graphs(self.graph_max_batch)
+        .with_graph_bucket(self.graph_bucket);
         Ok(if split_canary {
             b.with_shape_dependent_split()
         } else {
@@ -132,7 +138,7 @@ impl CudaPool {
 
 /// Device memory one engine step's activations may need: `max_tokens` rows through every
 /// buffer of the forward pass plus a logits row per token; the buffers the CUDA graphs of row
-/// counts 1 ..= `cfg.cuda_graph_max_batch` keep (the same per row, plus each row count's
+/// counts of 1 ..= `cfg.cuda_graph_max_batch` padded to `cfg.cuda_graph_bucket`'s buckets keep (the same per row, plus each row count's
 /// attention partials at the served context, `serve.context_len` or the model's own, for the
 /// row counts whose partials stay within the graphed limit); the sampling kernel's scratch; and
 /// 256 MiB for kernel images and allocator slack.
@@ -152,7 +158,12 @@ fn activation_reserve(model: &Model, max_tokens: usize, cfg: &Config) -> usize {
         .unwrap_or(256)
         .max(1);
     let part_row = 4 * c.n_heads * ctx.div_ceil(split).next_power_of_two() * (c.head_dim + 2);
-    let graphs: usize = (1..=cfg.cuda_graph_max_batch)
+    let mut sizes: Vec<usize> = (1..=cfg.cuda_graph_max_batch)
+        .map(|t| bucket_rows(t, cfg.cuda_graph_bucket, cfg.cuda_graph_max_batch))
+        .collect();
+    sizes.dedup();
+    let graphs: usize = sizes
+        .into_iter()
         .map(|t| {
             let part = t * part_row;
             let part = if part <= ATTN_PART_BYTES { part } else { 0 };

@@ -147,6 +147,12 @@ pub struct Config {
     /// replayed; 0 turns graphs off. Logits are bit-identical either way (the CUDA lane's gates
     /// check it).
     pub cuda_graph_max_batch: usize,
+    /// CUDA: batch-size bucket width for graphed steps. A step of t rows runs in the graph of
+    /// the next power of two up to this, then the next multiple of it (8: 1, 2, 4, 8, 16, 24,
+    /// 32, as vLLM captures), padded by repeating its last row; 1 captures every row count on
+    /// its own. Fewer graphs to capture and fewer step buffers kept; logits are bit-identical
+    /// either way (the CUDA lane's gates check it).
+    pub cuda_graph_bucket: usize,
     /// `memra serve` settings (the `[serve]` table).
     pub serve: ServeConfig,
     /// Where each value came from (key → "built-in default", "config file …", "flag", or a
@@ -184,6 +190,13 @@ impl Config {
                     .map(|i| i as usize)
                     .with_context(|| format!("{key} must be an integer in [0, 256] (got {v})"))?
             }
+            "cuda_graph_bucket" => {
+                self.cuda_graph_bucket = v
+                    .as_integer()
+                    .filter(|i| (1..=256).contains(i))
+                    .map(|i| i as usize)
+                    .with_context(|| format!("{key} must be an integer in [1, 256] (got {v})"))?
+            }
             "spec_max_running" => self.spec_max_running = int()?,
             "serve.max_batch_tokens" => self.serve.max_batch_tokens = int()?,
             "spec_row_cost" => {
@@ -208,7 +221,7 @@ impl Config {
                 self.spec_min_acceptance = f as f32;
             }
             other => anyhow::bail!(
-                "{other} is not a tunable key (prefill_chunk, cuda_graph_max_batch, \
+                "{other} is not a tunable key (prefill_chunk, cuda_graph_max_batch, cuda_graph_bucket, \
                  spec_max_running, spec_min_acceptance, spec_row_cost, spec_verify_base, \
                  serve.max_batch_tokens)"
             ),
@@ -241,6 +254,7 @@ impl Default for Config {
             spec_row_cost: 0.12,
             spec_verify_base: 1.0,
             cuda_graph_max_batch: 32,
+            cuda_graph_bucket: 1,
             serve: ServeConfig::default(),
             sources: BTreeMap::new(),
         }
@@ -259,8 +273,8 @@ fn default_cache_dir() -> PathBuf {
 pub struct ConfigArgs {
     /// TOML file with any of the config keys (cache_dir, hf_endpoint, python, backend, threads,
     /// kv_block_size, kv_cache_mib, kv_cache_dtype, prefill_chunk, cuda_home, cuda_device,
-    /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, spec_max_running,
-    /// spec_min_acceptance, spec_row_cost, spec_verify_base, a
+    /// gpu_memory_utilization, device_defaults, cuda_graph_max_batch, cuda_graph_bucket,
+    /// spec_max_running, spec_min_acceptance, spec_row_cost, spec_verify_base, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, keyring, draft_model,
     /// speculative, speculative_k, max_body_bytes, keepalive_secs, drain_secs).
@@ -293,6 +307,11 @@ pub struct ConfigArgs {
     /// CUDA graphs for decode steps of up to this many rows (at most 256), 0 = off [default: 32].
     #[arg(long, global = true)]
     pub cuda_graph_max_batch: Option<usize>,
+    /// Batch-size bucket width of graphed steps: pad t rows to the next power of two up to it,
+    /// then to its next multiple (8: 1, 2, 4, 8, 16, 24, 32); 1 = a graph per row count
+    /// [default: 1].
+    #[arg(long, global = true)]
+    pub cuda_graph_bucket: Option<usize>,
     /// KV cache size in MiB on the CPU backend (CUDA sizes it from GPU memory) [default: 512].
     #[arg(long, global = true)]
     pub kv_cache_mib: Option<usize>,
@@ -403,6 +422,7 @@ impl ConfigArgs {
             ("kv_cache_mib", self.kv_cache_mib.is_some()),
             ("kv_cache_dtype", self.kv_cache_dtype.is_some()),
             ("cuda_graph_max_batch", self.cuda_graph_max_batch.is_some()),
+            ("cuda_graph_bucket", self.cuda_graph_bucket.is_some()),
             ("prefill_chunk", self.prefill_chunk.is_some()),
             ("serve.host", self.host.is_some()),
             ("serve.port", self.port.is_some()),
@@ -476,6 +496,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.cuda_graph_max_batch {
             c.cuda_graph_max_batch = v;
+        }
+        if let Some(v) = self.cuda_graph_bucket {
+            c.cuda_graph_bucket = v;
         }
         if let Some(v) = self.prefill_chunk {
             c.prefill_chunk = v;
@@ -665,6 +688,13 @@ impl ConfigArgs {
                 "cuda_graph_max_batch must be at most 256 (got {}, from {})",
                 c.cuda_graph_max_batch,
                 c.source("cuda_graph_max_batch")
+            );
+        }
+        if !(1..=256).contains(&c.cuda_graph_bucket) {
+            anyhow::bail!(
+                "cuda_graph_bucket must be 1 to 256 rows (got {}, from {})",
+                c.cuda_graph_bucket,
+                c.source("cuda_graph_bucket")
             );
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {

@@ -13,7 +13,11 @@
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a; aggregate decode tok/s at bs=32),
 //!   one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
-//!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s.
+//!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s,
+//!   and with graphs on, `cuda_graph_bucket`, 1 (a graph per row count) against 8 (steps padded
+//!   to 1, 2, 4, 8, 16, 24, …), by decode tok/s of a batch that shrinks from the graphed maximum
+//!   to 1 row: buckets (fewer captures, fewer step buffers kept) stay unless a graph per row
+//!   count beats them beyond the spread.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of k drafts
 //!   (k+1 rows) costs c(k) decode rows, measured at k = 1, 2, 4 and 8 and fitted by least squares
@@ -45,7 +49,7 @@ use std::path::PathBuf;
 
 mod knobs;
 mod measure;
-use measure::{cuda_engine, decode_tok_s, forward_ms, stats, ttft_ms, Shared};
+use measure::{cuda_engine, decode_tok_s, forward_ms, ragged_decode_tok_s, stats, ttft_ms, Shared};
 
 /// Arguments of `memra tune`.
 #[derive(Debug, Args)]
@@ -536,6 +540,56 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         );
         save(&engine_vals, &kernel_vals)?;
     }
+    let graph_max = engine_vals
+        .get("cuda_graph_max_batch")
+        .and_then(|t| t.value.as_integer())
+        .map_or(cfg.cuda_graph_max_batch, |g| g.max(0) as usize);
+    if args.what.iter().any(|w| w == "kernels")
+        && cuda
+        && graph_max > 1
+        && !engine_vals.contains_key("cuda_graph_bucket")
+    {
+        // Batch-size buckets: the same ragged batch with a graph per row count (1) and padded
+        // to buckets of 8; buckets stay unless a graph per row count beats them beyond the
+        // spread (they save captures and step buffers, which this measurement does not count).
+        let new = 4 * graph_max;
+        let mut results = Vec::new();
+        for bucket in [1usize, 8] {
+            let mut c = cfg.clone();
+            c.cuda_graph_max_batch = graph_max;
+            c.cuda_graph_bucket = bucket;
+            let blocks = graph_max * (128 + new).div_ceil(cfg.kv_block_size) + 4;
+            let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
+            let s = ragged_decode_tok_s(&mut e, vocab, 128, new, reps, graph_max)?;
+            eprintln!("  cuda_graph_bucket={bucket}: {:.1} tok/s", stats(&s).0);
+            results.push((bucket, s));
+        }
+        let (exact, padded) = (&results[0], &results[1]);
+        let kept = if stats(&exact.1).1 > stats(&padded.1).2 {
+            exact
+        } else {
+            padded
+        };
+        let cands = results
+            .iter()
+            .map(|(v, s)| (toml::Value::Integer(*v as i64), stats(s).0))
+            .collect();
+        engine_vals.insert(
+            "cuda_graph_bucket".to_string(),
+            tuned(
+                toml::Value::Integer(kept.0 as i64),
+                format!(
+                    "decode tok/s of {graph_max} sequences at depth 128 generating {new}·(i+1)/\
+                     {graph_max} tokens each (row counts {graph_max} down to 1); buckets (8) stay \
+                     unless a graph per row count (1) beats them beyond the spread"
+                ),
+                "tok/s",
+                &kept.1,
+                cands,
+            ),
+        );
+        save(&engine_vals, &kernel_vals)?;
+    }
     drop(shared);
     let mut run_cfg = cfg.clone();
     run_cfg.kernel_defines.extend(defines.clone());
@@ -544,6 +598,12 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         .and_then(|t| t.value.as_integer())
     {
         run_cfg.cuda_graph_max_batch = g.max(0) as usize;
+    }
+    if let Some(g) = engine_vals
+        .get("cuda_graph_bucket")
+        .and_then(|t| t.value.as_integer())
+    {
+        run_cfg.cuda_graph_bucket = g.max(1) as usize;
     }
     let mut engine = crate::run::make_engine(&loaded, &run_cfg)?;
     if let Some(t) = engine_vals.get("prefill_chunk") {

@@ -6,6 +6,7 @@
 # waves) by the BF16 kernel table, and bs=32 decode A/B.
 # Prediction: ship at bs=32 BF16 4,600-4,650 tok/s (run 70: 4,567 with q/o on the form; q/o back
 # on the one-token form saves about 2.4 us x 32 layers a step, +1%); Q8_0 equal to base.
+# Also: the CUDA lane with cuda_graph_bucket = 8 (graphed steps padded to 1, 2, 4, 8, 16, 24, 32 rows).
 # Usage: h200_run71.sh MEMRA OUT_DIR
 set -u
 B=$1; O=$2; L=$O/log.txt
@@ -22,6 +23,9 @@ grep -q "portable defaults" "$O/selfcheck.txt" && { step "portable defaults: sto
 ok=$(grep -c "self-check: PASS" "$O/selfcheck.txt")
 timeout 150 $B --config /tmp/c-ship.toml gate --lane cuda --json "$O/gates.jsonl" > "$O/gates.txt" 2>&1
 echo "CUDA lane, ship: $(grep -E "gates run|RED|rror" "$O/gates.txt" | head -4 | cut -c1-200)" | tee -a "$L"
+step "CUDA lane with batch-size buckets of 8 (cuda_graph_bucket, new this session), ship"
+timeout 150 $B --config /tmp/c-ship.toml --cuda-graph-bucket 8 gate --lane cuda --json "$O/gates-b8.jsonl" > "$O/gates-b8.txt" 2>&1
+echo "CUDA lane, bucket 8: $(grep -E "gates run|RED|rror" "$O/gates-b8.txt" | head -4 | cut -c1-200)" | tee -a "$L"
 step "kernel tables, BF16, M = 16, 32"
 for n in base ship b8 w3 s12 u2 u3s6 u2s4 v2; do
   timeout 60 $B --config /tmp/c-$n.toml probe --bench-kernels --kernel-dtypes bf16 --kernel-tokens 16,32 \

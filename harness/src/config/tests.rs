@@ -266,3 +266,46 @@ fn cuda_graph_max_batch_from_file_flag_and_defaults() {
         .unwrap_err();
     assert!(format!("{e:#}").contains("cuda_graph_max_batch"), "{e:#}");
 }
+
+#[test]
+fn cuda_graph_bucket_from_file_flag_and_defaults() {
+    assert_eq!(Config::default().cuda_graph_bucket, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    std::fs::write(&p, "cuda_graph_bucket = 8\n").unwrap();
+    let from_file = ConfigArgs {
+        config: Some(p.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(from_file.cuda_graph_bucket, 8);
+    let flag = ConfigArgs {
+        config: Some(p.clone()),
+        cuda_graph_bucket: Some(16),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        (flag.cuda_graph_bucket, flag.source("cuda_graph_bucket")),
+        (16, "flag")
+    );
+    let zero = ConfigArgs {
+        cuda_graph_bucket: Some(0),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(
+        format!("{zero:#}").contains("cuda_graph_bucket must be 1 to 256"),
+        "{zero:#}"
+    );
+    let mut t = Config::default();
+    t.set_tuned("cuda_graph_bucket", &toml::Value::Integer(8))
+        .unwrap();
+    assert_eq!(t.cuda_graph_bucket, 8);
+    assert!(t
+        .set_tuned("cuda_graph_bucket", &toml::Value::Integer(0))
+        .is_err());
+}

@@ -63,6 +63,40 @@ pub(super) fn decode_tok_s(
     Ok(out)
 }
 
+/// Aggregate decode tok/s of a batch that shrinks through every row count: `batch` sequences of
+/// `depth` prompt tokens (seeds 7, 8, ...), sequence i generating about `new`·(i+1)/`batch`
+/// tokens (at least 2), so the step's row count walks from `batch` down to 1. Tokens after each
+/// sequence's first over the time from the last first token to the end, `reps` times after one
+/// warm-up run (which captures the CUDA graphs a bucket width needs).
+pub(super) fn ragged_decode_tok_s(
+    e: &mut Engine,
+    vocab: usize,
+    depth: usize,
+    new: usize,
+    reps: usize,
+    batch: usize,
+) -> Result<Vec<f64>> {
+    let b = batch.max(1);
+    let reqs: Vec<GenerateRequest> = (0..b)
+        .map(|i| GenerateRequest {
+            prompt: ids(depth, vocab, 7 + i as u64),
+            params: SamplingParams::greedy(),
+            max_tokens: (new * (i + 1) / b).max(2),
+            stop_ids: vec![],
+            sequence: i as u32,
+        })
+        .collect();
+    let tokens: usize = reqs.iter().map(|r| r.max_tokens - 1).sum();
+    let mut out = Vec::new();
+    for i in 0..=reps {
+        let secs = crate::bench::time_decode(e, &reqs)?;
+        if i > 0 {
+            out.push(tokens as f64 / secs.max(1e-9));
+        }
+    }
+    Ok(out)
+}
+
 /// Milliseconds to the first token of a `len`-token prompt.
 pub(super) fn ttft_ms(e: &mut Engine, vocab: usize, len: usize, reps: usize) -> Result<Vec<f64>> {
     let req = GenerateRequest {
@@ -171,7 +205,8 @@ pub(super) fn cuda_engine(
     let w = s.w.clone();
     *shared = Some(s);
     let b = CudaBackend::new(dev, loaded.model.clone(), w, blocks, cfg.kv_block_size)?
-        .with_graphs(c.cuda_graph_max_batch);
+        .with_graphs(c.cuda_graph_max_batch)
+        .with_graph_bucket(c.cuda_graph_bucket);
     Ok(Engine::new(
         Box::new(b) as Box<dyn Backend>,
         cfg.prefill_chunk,

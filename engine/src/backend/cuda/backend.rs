@@ -288,6 +288,13 @@ impl CudaBackend {
         self
     }
 
+    /// Pads graphed steps to batch-size buckets of width `bucket` ([`super::graph::bucket_rows`];
+    /// 1, the default, graphs every row count on its own). Logits are bit-identical either way.
+    pub fn with_graph_bucket(mut self, bucket: usize) -> Self {
+        self.graphs.bucket = bucket.max(1);
+        self
+    }
+
     /// A deliberately broken backend for gate canaries: graphed steps replay without refilling
     /// their inputs (the previous step's tokens and positions).
     pub fn with_stale_graph_inputs(mut self) -> Self {
@@ -386,7 +393,11 @@ impl Backend for CudaBackend {
         };
         let host = self.dev.download(out.logits(&self.graphs))?;
         let v = self.model.config.vocab_size;
-        Ok(host.chunks(v).map(|r| r.to_vec()).collect())
+        Ok(host
+            .chunks(v)
+            .take(out.rows())
+            .map(|r| r.to_vec())
+            .collect())
     }
 
     fn forward_pick(&mut self, batch: &[SeqChunk<'_>], picks: &[Pick<'_>]) -> Result<Vec<Picked>> {
@@ -558,10 +569,11 @@ impl Drop for CaptureGuard<'_> {
     }
 }
 
-/// Where a step's logits are: its own buffers (ungraphed) or row count `t`'s graph buffers.
+/// Where a step's logits are: its own buffers (ungraphed) or the graph buffers of `rows` rows,
+/// of which the first `real` are the step's (the rest pad it to its bucket).
 enum StepOut {
     Owned(Box<StepBuffers>),
-    Graphed(usize),
+    Graphed { rows: usize, real: usize },
 }
 
 impl StepOut {
@@ -570,9 +582,17 @@ impl StepOut {
     fn logits<'a>(&'a self, graphs: &'a Graphs) -> &'a CudaSlice<f32> {
         match self {
             StepOut::Owned(b) => b.logits(),
-            StepOut::Graphed(t) => graphs.entries.get(t).and_then(|e| e.bufs.logits()),
+            StepOut::Graphed { rows, .. } => graphs.entries.get(rows).and_then(|e| e.bufs.logits()),
         }
         .expect("a step with wanted rows has logits")
+    }
+
+    /// The step's own logits rows (padding rows excluded).
+    fn rows(&self) -> usize {
+        match self {
+            StepOut::Owned(b) => b.nw,
+            StepOut::Graphed { real, .. } => *real,
+        }
     }
 }
 
@@ -583,7 +603,7 @@ impl CudaBackend {
     /// speculative verify) are captured into a CUDA graph the second time their shape is seen
     /// and replayed from the third ([`super::graph`]).
     fn run(&mut self, batch: &[SeqChunk<'_>], n_layers: usize) -> Result<Option<StepOut>> {
-        let plan = self.plan(batch)?;
+        let mut plan = self.plan(batch)?;
         let t = plan.tokens.len();
         if t == 0 {
             return Ok(None);
@@ -592,6 +612,8 @@ impl CudaBackend {
         let n_run = n_layers.min(self.w.layers.len());
         let nw = plan.wanted.len();
         if t <= self.graphs.max_batch && nw == t {
+            let rows = super::graph::bucket_rows(t, self.graphs.bucket, self.graphs.max_batch);
+            plan.pad_to(rows);
             let split = self.dev.define("ATTN_SPLIT", 256) as usize;
             let nz = plan
                 .pos
@@ -606,18 +628,23 @@ impl CudaBackend {
                 .next_power_of_two();
             // Rows with one split walk it (no partials); see `encode`.
             let part = if nz > 1 {
-                t * c.n_heads * nz * (c.head_dim + 2)
+                rows * c.n_heads * nz * (c.head_dim + 2)
             } else {
                 0
             };
             if part * 4 <= super::ops::ATTN_PART_BYTES {
                 if self.run_graphed(&plan, n_run, nz, part)? {
-                    return Ok(Some(StepOut::Graphed(t)));
+                    return Ok(Some(StepOut::Graphed { rows, real: t }));
                 }
                 // The driver would not capture or instantiate a graph: this backend runs its
                 // steps with plain launches from now on (same logits either way).
                 self.graphs = Graphs::new(0);
             }
+            plan.tokens.truncate(t);
+            plan.pos.truncate(t);
+            plan.slots.truncate(t);
+            plan.row_tab.truncate(t);
+            plan.wanted.truncate(t);
         }
         let c = &self.model.config;
         let mut b = Box::new(StepBuffers::new(&self.dev, c, t, nw, plan.tables.len())?);

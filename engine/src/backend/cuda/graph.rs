@@ -151,6 +151,47 @@ impl StepBuffers {
     }
 }
 
+/// The row count a graphed step of `t` rows runs at, for bucket width `bucket` and graphs of
+/// up to `max_batch` rows (`t` ≤ `max_batch`): `t` itself when `bucket` ≤ 1; else the next power
+/// of two up to `bucket`, then the next multiple of `bucket` (vLLM's capture sizes 1, 2, 4, 8,
+/// 16, 24, … for 8), never past `max_batch`. Fewer row counts mean fewer captures and fewer
+/// step buffers kept; the padding rows cost a little compute (decode is bound by the weights'
+/// bytes, not the rows).
+pub fn bucket_rows(t: usize, bucket: usize, max_batch: usize) -> usize {
+    let b = if bucket <= 1 {
+        t
+    } else if t <= bucket {
+        t.next_power_of_two().min(bucket)
+    } else {
+        t.div_ceil(bucket) * bucket
+    };
+    b.min(max_batch).max(t)
+}
+
+impl StepPlan {
+    /// Pads the plan to `rows` rows by repeating its last row (same token, position, KV slot
+    /// and block table; every row wanted). A repeated row computes the same values as the row
+    /// it copies (every kernel computes each row on its own, in the same order at any row
+    /// count: DESIGN.md §3) and writes them to the same KV slot, so the real rows' logits and
+    /// the KV cache are as without padding; its logits rows are never read.
+    pub fn pad_to(&mut self, rows: usize) {
+        let t = self.tokens.len();
+        if t == 0 || rows <= t {
+            return;
+        }
+        for v in [
+            &mut self.tokens,
+            &mut self.pos,
+            &mut self.slots,
+            &mut self.row_tab,
+        ] {
+            let last = v[t - 1];
+            v.resize(rows, last);
+        }
+        self.wanted.extend(t as u32..rows as u32);
+    }
+}
+
 /// What a graph is captured for, besides the row count: layers run and attention splits.
 pub(super) type GraphKey = (usize, usize);
 
@@ -175,6 +216,9 @@ pub(super) struct GraphEntry {
 pub(super) struct Graphs {
     /// Steps of up to this many rows are graphed (0 = none).
     pub max_batch: usize,
+    /// Batch-size bucket width: a step of `t` rows runs in the graph of [`bucket_rows`]`(t)`
+    /// rows (1 = every row count its own graph).
+    pub bucket: usize,
     /// Gate canary: replays without refilling the step's inputs (stale positions and tokens).
     pub stale_canary: bool,
     pub entries: HashMap<usize, GraphEntry>,
@@ -184,6 +228,7 @@ impl Graphs {
     pub fn new(max_batch: usize) -> Graphs {
         Graphs {
             max_batch,
+            bucket: 1,
             stale_canary: false,
             entries: HashMap::new(),
         }
@@ -220,5 +265,51 @@ impl Graphs {
             e.bufs.part = Some(dev.alloc::<f32>(part)?);
         }
         Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_rows_pads_to_powers_of_two_then_multiples() {
+        let b8: Vec<usize> = (1..=32).map(|t| bucket_rows(t, 8, 32)).collect();
+        assert_eq!(&b8[..8], &[1, 2, 4, 4, 8, 8, 8, 8]);
+        assert_eq!(bucket_rows(9, 8, 32), 16);
+        assert_eq!(bucket_rows(17, 8, 32), 24);
+        assert_eq!(bucket_rows(25, 8, 32), 32);
+        let mut sizes = b8.clone();
+        sizes.dedup();
+        assert_eq!(sizes, vec![1, 2, 4, 8, 16, 24, 32]);
+        // Never past the graphed maximum, never below t; width 1 (or 0) is every row count.
+        assert_eq!(bucket_rows(25, 8, 30), 30);
+        assert_eq!(bucket_rows(5, 6, 32), 6);
+        assert!((1..=32).all(|t| bucket_rows(t, 1, 32) == t && bucket_rows(t, 0, 32) == t));
+        assert!((1..=64).all(|t| {
+            let b = bucket_rows(t, 16, 64);
+            b >= t && b <= 64 && (b == 64 || b.is_power_of_two() || b % 16 == 0)
+        }));
+    }
+
+    #[test]
+    fn pad_to_repeats_the_last_row_and_wants_every_row() {
+        let mut p = StepPlan {
+            tokens: vec![5, 9, 11],
+            pos: vec![3, 7, 130],
+            slots: vec![3, 23, 514],
+            row_tab: vec![0, 1, 3],
+            tables: vec![0, 1, 2, 4, 5],
+            wanted: vec![0, 1, 2],
+        };
+        p.pad_to(3);
+        assert_eq!(p.tokens.len(), 3, "no padding to the same size");
+        p.pad_to(5);
+        assert_eq!(p.tokens, vec![5, 9, 11, 11, 11]);
+        assert_eq!(p.pos, vec![3, 7, 130, 130, 130]);
+        assert_eq!(p.slots, vec![3, 23, 514, 514, 514]);
+        assert_eq!(p.row_tab, vec![0, 1, 3, 3, 3]);
+        assert_eq!(p.tables, vec![0, 1, 2, 4, 5], "block tables unchanged");
+        assert_eq!(p.wanted, vec![0, 1, 2, 3, 4]);
     }
 }

@@ -6,7 +6,7 @@
 pub mod attention;
 pub mod backend;
 pub mod compile;
-mod graph;
+pub mod graph;
 pub mod kbench;
 pub mod launch;
 pub mod linear_tc;
