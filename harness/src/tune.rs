@@ -49,7 +49,9 @@ use std::path::PathBuf;
 
 mod knobs;
 mod measure;
+mod partial;
 use measure::{cuda_engine, decode_tok_s, forward_ms, ragged_decode_tok_s, stats, ttft_ms, Shared};
+use partial::{resume_from, save_partial};
 
 /// Arguments of `memra tune`.
 #[derive(Debug, Args)]
@@ -111,85 +113,17 @@ fn fit_verify_cost(k: &[usize], c: &[f64]) -> (f64, f64) {
     (1.0, if skk > 0.0 { (skc / skk).max(0.0) } else { 0.0 })
 }
 
-/// A kept value as a kernel define's text (integers without quotes).
 /// One kernel-define sweep of `memra tune`: (define, candidates, the kernel's own default, what
 /// is measured: Some(depth) = decode tok/s at that depth, None = TTFT of a 512-token prompt, the
 /// decode batch).
 type KnobSweep = (&'static str, &'static [u32], u32, Option<usize>, usize);
 
+/// A kept value as a kernel define's text (integers without quotes).
 fn define_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-/// Writes the values decided so far to `path` (the `.partial` file `--resume` reads).
-fn save_partial(
-    path: &std::path::Path,
-    dev: &crate::defaults::DeviceKey,
-    provenance: &Provenance,
-    engine: &BTreeMap<String, Tuned>,
-    kernels: &BTreeMap<String, Tuned>,
-) -> Result<()> {
-    let file = DeviceDefaults {
-        device: dev.clone(),
-        provenance: provenance.clone(),
-        engine: engine.clone(),
-        kernels: kernels.clone(),
-    };
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(d)?;
-    }
-    std::fs::write(path, toml::to_string_pretty(&file)?)
-        .with_context(|| format!("writing {}", path.display()))
-}
-
-/// The values a cut-short run of this same build, model, N and device decided (`--resume`), or
-/// an error naming what differs.
-fn resume_from(
-    path: &std::path::Path,
-    dev: &crate::defaults::DeviceKey,
-    provenance: &Provenance,
-) -> Result<Option<DeviceDefaults>> {
-    if !path.is_file() {
-        eprintln!(
-            "--resume: no {} yet; sweeping from the start",
-            path.display()
-        );
-        return Ok(None);
-    }
-    let p = DeviceDefaults::read(path)?;
-    if p.device != *dev {
-        bail!(
-            "--resume: {} was measured on {:?}, this is {:?}",
-            path.display(),
-            p.device.name,
-            dev.name
-        );
-    }
-    if p.provenance.commit != provenance.commit {
-        bail!(
-            "--resume: {} was measured by commit {}, this build is {}; delete it to start over",
-            path.display(),
-            p.provenance.commit,
-            provenance.commit
-        );
-    }
-    if p.provenance.notes != provenance.notes {
-        bail!(
-            "--resume: {} is from another model or N ({:?}; now {:?})",
-            path.display(),
-            p.provenance.notes,
-            provenance.notes
-        );
-    }
-    eprintln!(
-        "resuming {}: {} values decided",
-        path.display(),
-        p.engine.len() + p.kernels.len()
-    );
-    Ok(Some(p))
 }
 
 fn tuned(
