@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 24] = [
+    let sets: [&[(&str, &str)]; 25] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -262,6 +262,8 @@ fn linear_switches_compile() {
         // Its register-loading and bulk-copy variants.
         &[("QTC_XSPLIT", "2"), ("TCK_LDG", "1")],
         &[("QTC_XSPLIT", "2"), ("TCK_BULK", "1"), ("TCK_STAGES", "16")],
+        // The H200 default since run 72: bulk copies, 8 stages, 3 warpgroups, 3 parts.
+        &[("QTC_SK", "3"), ("TCK_BULK", "1"), ("TCK_WG", "3")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),

@@ -72,7 +72,8 @@ pub struct Env {
     pub weight_bytes: usize,
     pub kv_bytes_per_token: usize,
     pub threads: usize,
-    /// The engine settings a figure depends on. CUDA: `cuda_graph_max_batch`, the kernel
+    /// The engine settings a figure depends on. CUDA: `cuda_graph_max_batch`,
+    /// `cuda_graph_bucket`, the kernel
     /// defines set in the configuration, `kv_cache_dtype`; CPU: `kv_cache_dtype` when it is
     /// "f16", else `None`.
     pub settings: Option<serde_json::Value>,
@@ -175,6 +176,7 @@ impl Env {
                 .then(|| {
                     serde_json::json!({
                         "cuda_graph_max_batch": cfg.cuda_graph_max_batch,
+                        "cuda_graph_bucket": cfg.cuda_graph_bucket,
                         "kernel_defines": cfg.kernel_defines,
                         "kv_cache_dtype": cfg.kv_cache_dtype,
                     })
