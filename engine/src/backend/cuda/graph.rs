@@ -288,7 +288,7 @@ mod tests {
         assert!((1..=32).all(|t| bucket_rows(t, 1, 32) == t && bucket_rows(t, 0, 32) == t));
         assert!((1..=64).all(|t| {
             let b = bucket_rows(t, 16, 64);
-            b >= t && b <= 64 && (b == 64 || b.is_power_of_two() || b % 16 == 0)
+            b >= t && b <= 64 && (b == 64 || b.is_power_of_two() || b.is_multiple_of(16))
         }));
     }
 
