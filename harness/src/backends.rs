@@ -137,11 +137,12 @@ impl CudaPool {
 }
 
 /// Device memory one engine step's activations may need: `max_tokens` rows through every
-/// buffer of the forward pass plus a logits row per token; the buffers the CUDA graphs of row
-/// counts of 1 ..= `cfg.cuda_graph_max_batch` padded to `cfg.cuda_graph_bucket`'s buckets keep (the same per row, plus each row count's
-/// attention partials at the served context, `serve.context_len` or the model's own, for the
-/// row counts whose partials stay within the graphed limit); the sampling kernel's scratch; and
-/// 256 MiB for kernel images and allocator slack.
+/// buffer of the forward pass plus a logits row per token; the buffers the CUDA graphs keep
+/// for the row counts 1 ..= `cfg.cuda_graph_max_batch` padded to `cfg.cuda_graph_bucket`'s
+/// buckets (the same per row, plus each row count's attention partials: at the served context,
+/// `serve.context_len` or the model's own, or at the most KV splits whose partials stay within
+/// the graphed limit, as deep as that row count's steps are graphed); the sampling kernel's
+/// scratch; and 256 MiB for kernel images and allocator slack.
 fn activation_reserve(model: &Model, max_tokens: usize, cfg: &Config) -> usize {
     let c = &model.config;
     let q = c.n_heads * c.head_dim;
@@ -157,7 +158,9 @@ fn activation_reserve(model: &Model, max_tokens: usize, cfg: &Config) -> usize {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(256)
         .max(1);
-    let part_row = 4 * c.n_heads * ctx.div_ceil(split).next_power_of_two() * (c.head_dim + 2);
+    // Bytes of attention partials a row takes per KV split, and the most splits at `ctx`.
+    let split_row = 4 * c.n_heads * (c.head_dim + 2);
+    let nz_max = ctx.div_ceil(split).next_power_of_two();
     let mut sizes: Vec<usize> = (1..=cfg.cuda_graph_max_batch)
         .map(|t| bucket_rows(t, cfg.cuda_graph_bucket, cfg.cuda_graph_max_batch))
         .collect();
@@ -165,8 +168,13 @@ fn activation_reserve(model: &Model, max_tokens: usize, cfg: &Config) -> usize {
     let graphs: usize = sizes
         .into_iter()
         .map(|t| {
-            let part = t * part_row;
-            let part = if part <= ATTN_PART_BYTES { part } else { 0 };
+            // The largest partials this row count's graphs allocate: at the most splits whose
+            // partials stay within the graphed limit (one split takes none).
+            let mut nz = nz_max;
+            while nz > 1 && t * split_row * nz > ATTN_PART_BYTES {
+                nz /= 2;
+            }
+            let part = if nz > 1 { t * split_row * nz } else { 0 };
             t * per_token * 4 + part
         })
         .sum();

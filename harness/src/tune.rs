@@ -17,7 +17,8 @@
 //!   and with graphs on, `cuda_graph_bucket`, 1 (a graph per row count) against 8 (steps padded
 //!   to 1, 2, 4, 8, 16, 24, …), by decode tok/s of a batch that shrinks from the graphed maximum
 //!   to 1 row: buckets (fewer captures, fewer step buffers kept) stay unless a graph per row
-//!   count beats them beyond the spread.
+//!   count beats them beyond the spread. `--knobs` limits the define sweeps to the defines it
+//!   names (and leaves the graph settings out); `graphs` sweeps the two graph settings alone.
 //! - `prefill`: `prefill_chunk`, by time to first token of a long prompt.
 //! - `spec`: the speculation policy's constants from measured forward costs: a verify of k drafts
 //!   (k+1 rows) costs c(k) decode rows, measured at k = 1, 2, 4 and 8 and fitted by least squares
@@ -59,9 +60,14 @@ pub struct TuneArgs {
     /// Model measured (anything `memra pull` accepts, e.g. synth:llama-3.1-8b:q4_k).
     #[arg(long, default_value = "smollm2-135m-instruct")]
     pub model: String,
-    /// What to sweep: kernels, prefill, spec (comma-separated).
+    /// What to sweep: kernels (the kernel defines, then the CUDA graph settings unless `--knobs`
+    /// names some defines), graphs (the CUDA graph settings), prefill, spec (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "kernels,prefill,spec")]
     pub what: Vec<String>,
+    /// With `--what kernels`: sweep only these kernel defines (comma-separated, e.g. QTC_SK);
+    /// default every one.
+    #[arg(long, value_delimiter = ',')]
+    pub knobs: Vec<String>,
     /// Timed runs per candidate (N; the boards ask for at least 5).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
@@ -172,9 +178,18 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if let Some(w) = args
         .what
         .iter()
-        .find(|w| !["kernels", "prefill", "spec"].contains(&w.as_str()))
+        .find(|w| !["kernels", "graphs", "prefill", "spec"].contains(&w.as_str()))
     {
-        bail!("--what {w:?}: expected kernels, prefill or spec (comma-separated)");
+        bail!("--what {w:?}: expected kernels, graphs, prefill or spec (comma-separated)");
+    }
+    if let Some(k) = args
+        .knobs
+        .iter()
+        .find(|k| !crate::config::KERNEL_DEFINES.contains(&k.as_str()))
+    {
+        bail!(
+            "--knobs {k:?}: not a kernel define (memra tune sweeps the defines of kernel_defines)"
+        );
     }
     if args.gates != "none" && !args.gates_dir.is_dir() {
         bail!(
@@ -185,12 +200,21 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     }
     let dev = crate::defaults::current_device(cfg)?;
     let cuda = crate::backends::use_cuda(cfg)?;
-    if args.what.iter().any(|w| w == "kernels") && !cuda {
-        eprintln!("kernels: CUDA only, skipped on the CPU");
-        if args.what.iter().all(|w| w == "kernels") {
-            bail!("nothing to tune on the CPU with --what kernels (try prefill,spec)");
+    let cuda_only = args.what.iter().any(|w| w == "kernels" || w == "graphs");
+    // The CUDA graph settings: with `--what graphs`, or `kernels` sweeping every define.
+    let graphs = args.what.iter().any(|w| w == "graphs")
+        || (args.what.iter().any(|w| w == "kernels") && args.knobs.is_empty());
+    if cuda_only && !cuda {
+        eprintln!("kernels, graphs: CUDA only, skipped on the CPU");
+        if args.what.iter().all(|w| w == "kernels" || w == "graphs") {
+            bail!("nothing to tune on the CPU with --what kernels or graphs (try prefill,spec)");
         }
     }
+    // A kernel define is swept when `--what kernels` and `--knobs` (if given) name it.
+    let sweeps_knob = |name: &str| {
+        args.what.iter().any(|w| w == "kernels")
+            && (args.knobs.is_empty() || args.knobs.iter().any(|k| k == name))
+    };
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let c = &loaded.model.config;
@@ -258,7 +282,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     let save = |e: &BTreeMap<String, Tuned>, k: &BTreeMap<String, Tuned>| {
         save_partial(&partial, &dev, &provenance, e, k)
     };
-    if args.what.iter().any(|w| w == "kernels") && cuda && !kernel_vals.contains_key("QLIN_INT") {
+    if sweeps_knob("QLIN_INT") && cuda && !kernel_vals.contains_key("QLIN_INT") {
         // QLIN_INT (x as integer digits, integer tensor cores for M > 1, and the one-token
         // kernels reading the same digits): it trades prefill against bs=1 decode, so it is kept
         // when a reference request, a 512-token prompt's TTFT plus `--new-tokens` decode steps,
@@ -350,7 +374,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
             .is_ok_and(|id| id.compute_capability == (9, 0));
         for (name, cands, default, depth, batch) in sweeps {
-            if kernel_vals.contains_key(name) || !sweep_applies(name, &defines, fmt) {
+            if kernel_vals.contains_key(name)
+                || !sweep_applies(name, &defines, fmt)
+                || !sweeps_knob(name)
+            {
                 continue;
             }
             let mut results = Vec::new();
@@ -431,10 +458,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             save(&engine_vals, &kernel_vals)?;
         }
     }
-    if args.what.iter().any(|w| w == "kernels")
-        && cuda
-        && !engine_vals.contains_key("cuda_graph_max_batch")
-    {
+    if graphs && cuda && !engine_vals.contains_key("cuda_graph_max_batch") {
         // CUDA graphs: bs=1 decode with decode steps launched one kernel at a time (0) or
         // replayed as graphs of up to 32 rows; graphs stay unless plain launches beat them
         // beyond the spread.
@@ -478,11 +502,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         .get("cuda_graph_max_batch")
         .and_then(|t| t.value.as_integer())
         .map_or(cfg.cuda_graph_max_batch, |g| g.max(0) as usize);
-    if args.what.iter().any(|w| w == "kernels")
-        && cuda
-        && graph_max > 1
-        && !engine_vals.contains_key("cuda_graph_bucket")
-    {
+    if graphs && cuda && graph_max > 1 && !engine_vals.contains_key("cuda_graph_bucket") {
         // Batch-size buckets: the same ragged batch with a graph per row count (1) and padded
         // to buckets of 8; buckets stay unless a graph per row count beats them beyond the
         // spread (they save captures and step buffers, which this measurement does not count).

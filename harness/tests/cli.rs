@@ -45,6 +45,28 @@ fn tune_refuses_unknown_sweeps_and_missing_gates() {
         "--backend",
         "cpu",
         "tune",
+        "--knobs",
+        "QTC_SK,NOT_A_DEFINE",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("--knobs \"NOT_A_DEFINE\""), "{e}");
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
+        "--what",
+        "graphs",
+        "--gates",
+        "none",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("nothing to tune on the CPU"), "{e}");
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
         "--what",
         "prefill",
         "--gates-dir",

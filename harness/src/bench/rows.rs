@@ -73,7 +73,7 @@ pub struct Env {
     pub kv_bytes_per_token: usize,
     pub threads: usize,
     /// The engine settings a figure depends on. CUDA: `cuda_graph_max_batch`,
-    /// `cuda_graph_bucket`, the kernel
+    /// `cuda_graph_bucket` when above 1 (rows from before it existed ran 1), the kernel
     /// defines set in the configuration, `kv_cache_dtype`; CPU: `kv_cache_dtype` when it is
     /// "f16", else `None`.
     pub settings: Option<serde_json::Value>,
@@ -174,12 +174,16 @@ impl Env {
             threads,
             settings: cuda
                 .then(|| {
-                    serde_json::json!({
+                    let mut s = serde_json::json!({
                         "cuda_graph_max_batch": cfg.cuda_graph_max_batch,
-                        "cuda_graph_bucket": cfg.cuda_graph_bucket,
                         "kernel_defines": cfg.kernel_defines,
                         "kv_cache_dtype": cfg.kv_cache_dtype,
-                    })
+                    });
+                    // Only when set, so rows stay comparable (`--compare`) with earlier ones.
+                    if cfg.cuda_graph_bucket > 1 {
+                        s["cuda_graph_bucket"] = cfg.cuda_graph_bucket.into();
+                    }
+                    s
                 })
                 // A CPU row says so only when its KV values were rounded to f16 (its own cell).
                 .or_else(|| {

@@ -7,6 +7,7 @@ use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::models::Model;
 use memra_engine::sample::SamplingParams;
 use memra_engine::sched::{Event, SchedCanary, SchedulerConfig, SchedulerHandle, Submit};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -108,6 +109,16 @@ pub enum Lane {
 
 static LANE: OnceLock<Lane> = OnceLock::new();
 
+/// The running gate's batch-size bucket width for graphed CUDA arms (0 = as configured). Gates
+/// run one at a time; [`set_graph_bucket`] sets it before each.
+static GRAPH_BUCKET: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the batch-size bucket width of the graphed CUDA arms of the gate about to run (a gate's
+/// `graph_bucket`; 0 = the configuration's `cuda_graph_bucket`).
+pub fn set_graph_bucket(width: usize) {
+    GRAPH_BUCKET.store(width, Ordering::Relaxed);
+}
+
 /// Sets the lane for every arm of this process (first call wins).
 pub fn set_lane(lane: Lane) {
     let _ = LANE.set(lane);
@@ -132,8 +143,9 @@ pub enum BackendCanary {
 }
 
 /// A backend of the gate's lane with `blocks` KV blocks. `graphed`: decode steps go through CUDA
-/// graphs as configured (`cuda_graph_max_batch`); reference arms pass false, so every CUDA-lane
-/// gate compares graph replay with plain launches.
+/// graphs as configured (`cuda_graph_max_batch`, `cuda_graph_bucket` unless the gate sets its
+/// own width: [`set_graph_bucket`]); reference arms pass false, so every CUDA-lane gate compares
+/// graph replay with plain launches.
 pub fn lane_backend(
     model: &Arc<Model>,
     blocks: usize,
@@ -154,7 +166,12 @@ pub fn lane_backend(
         Lane::Cuda(pool) => pool
             .backend(model, blocks, BLOCK_SIZE, split_canary)
             .map(|b| {
-                let b = if graphed { b } else { b.with_graphs(0) };
+                let width = GRAPH_BUCKET.load(Ordering::Relaxed);
+                let b = match (graphed, width) {
+                    (false, _) => b.with_graphs(0),
+                    (true, 0) => b,
+                    (true, w) => b.with_graph_bucket(w),
+                };
                 let b = if canary == BackendCanary::StaleGraphInputs {
                     b.with_stale_graph_inputs()
                 } else {

@@ -304,6 +304,8 @@ fn run_one(
     canary: bool,
     cache: &mut Vec<(String, std::sync::Arc<LoadedModel>)>,
 ) -> Result<Outcome> {
+    // Every gate sets the width, so none inherits the gate before's.
+    arms::set_graph_bucket(g.graph_bucket.unwrap_or(0));
     let expected = expected_canary(g.kind);
     if !expected.contains(&g.canary) {
         bail!(

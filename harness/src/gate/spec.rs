@@ -52,6 +52,10 @@ pub struct GateSpec {
     pub reference: Option<String>,
     /// The deliberately broken arm.
     pub canary: Canary,
+    /// CUDA lane: the graphed arm pads its steps to batch-size buckets of this width (as
+    /// `cuda_graph_bucket`, which it overrides for this gate); absent = as configured.
+    #[serde(default)]
+    pub graph_bucket: Option<usize>,
 }
 
 fn default_lanes() -> Vec<String> {

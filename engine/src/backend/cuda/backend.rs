@@ -284,7 +284,10 @@ impl CudaBackend {
     /// Captures decode steps of up to `max_batch` rows into CUDA graphs and replays them (0 = never;
     /// the default). Logits are bit-identical either way.
     pub fn with_graphs(mut self, max_batch: usize) -> Self {
+        let (bucket, stale) = (self.graphs.bucket, self.graphs.stale_canary);
         self.graphs = Graphs::new(max_batch);
+        self.graphs.bucket = bucket;
+        self.graphs.stale_canary = stale;
         self
     }
 
@@ -416,7 +419,7 @@ impl Backend for CudaBackend {
         }
         let scratch = self.sample_scratch.as_mut().expect("allocated above");
         self.dev
-            .sample_picks(out.logits(&self.graphs), v, picks, scratch)
+            .sample_picks(out.logits(&self.graphs), v, out.rows(), picks, scratch)
     }
 }
 

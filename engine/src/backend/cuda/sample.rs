@@ -89,20 +89,23 @@ fn pack(picks: &[Pick<'_>], n_rows: usize) -> Result<(Vec<u32>, Vec<u32>)> {
 }
 
 impl CudaDevice {
-    /// Chooses a token for every pick from `logits` (`[n_rows, vocab]` f32 on the device), as
-    /// [`crate::sample::pick`] would on the host. `scratch` must have been made for `vocab`.
-    /// Errors: a pick naming a row outside `logits`, a launch or copy failure.
+    /// Chooses a token for every pick from the first `rows` rows of `logits` (`[n_rows, vocab]`
+    /// f32 on the device; rows past `rows`, such as a graphed step's padding, are not the
+    /// step's), as [`crate::sample::pick`] would on the host. `scratch` must have been made for
+    /// `vocab`. Errors: a pick naming a row at or past `rows` (or outside `logits`), a launch or
+    /// copy failure.
     pub fn sample_picks(
         &self,
         logits: &CudaSlice<f32>,
         vocab: usize,
+        rows: usize,
         picks: &[Pick<'_>],
         scratch: &mut SampleScratch,
     ) -> Result<Vec<Picked>> {
         if picks.is_empty() {
             return Ok(Vec::new());
         }
-        let n_rows = logits.len() / vocab.max(1);
+        let n_rows = rows.min(logits.len() / vocab.max(1));
         let (words, edits) = pack(picks, n_rows)?;
         let words = self.upload(&words)?;
         let edits = self.upload(&edits)?;

@@ -700,10 +700,12 @@ fn check_sample(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                     want_logits: false,
                 })
                 .collect();
-            let gpu = dev.sample_picks(&logits, vocab, &picks, &mut scratch)?;
+            let gpu = dev.sample_picks(&logits, vocab, rows, &picks, &mut scratch)?;
             let alone: Vec<Picked> = picks
                 .iter()
-                .map(|pk| dev.sample_picks(&logits, vocab, std::slice::from_ref(pk), &mut scratch))
+                .map(|pk| {
+                    dev.sample_picks(&logits, vocab, rows, std::slice::from_ref(pk), &mut scratch)
+                })
                 .collect::<Result<Vec<_>>>()?
                 .into_iter()
                 .flatten()
