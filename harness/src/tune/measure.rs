@@ -44,30 +44,14 @@ pub(super) fn decode_tok_s(
     reps: usize,
     batch: usize,
 ) -> Result<Vec<f64>> {
-    let reqs: Vec<GenerateRequest> = (0..batch.max(1))
-        .map(|i| GenerateRequest {
-            prompt: ids(depth, vocab, 7 + i as u64),
-            params: SamplingParams::greedy(),
-            max_tokens: new.max(2),
-            stop_ids: vec![],
-            sequence: i as u32,
-        })
-        .collect();
-    let mut out = Vec::new();
-    for i in 0..=reps {
-        let secs = crate::bench::time_decode(e, &reqs)?;
-        if i > 0 {
-            out.push((reqs.len() * (new.max(2) - 1)) as f64 / secs.max(1e-9));
-        }
-    }
-    Ok(out)
+    let lens = vec![new; batch.max(1)];
+    timed_decode(e, vocab, depth, &lens, reps)
 }
 
 /// Aggregate decode tok/s of a batch that shrinks through every row count: `batch` sequences of
-/// `depth` prompt tokens (seeds 7, 8, ...), sequence i generating about `new`·(i+1)/`batch`
-/// tokens (at least 2), so the step's row count walks from `batch` down to 1. Tokens after each
-/// sequence's first over the time from the last first token to the end, `reps` times after one
-/// warm-up run (which captures the CUDA graphs a bucket width needs).
+/// `depth` prompt tokens, sequence i generating about `new`·(i+1)/`batch` tokens, so the step's
+/// row count walks from `batch` down to 1; otherwise as [`decode_tok_s`] (the warm-up run
+/// captures the CUDA graphs a bucket width needs).
 pub(super) fn ragged_decode_tok_s(
     e: &mut Engine,
     vocab: usize,
@@ -77,11 +61,27 @@ pub(super) fn ragged_decode_tok_s(
     batch: usize,
 ) -> Result<Vec<f64>> {
     let b = batch.max(1);
-    let reqs: Vec<GenerateRequest> = (0..b)
-        .map(|i| GenerateRequest {
+    let lens: Vec<usize> = (0..b).map(|i| new * (i + 1) / b).collect();
+    timed_decode(e, vocab, depth, &lens, reps)
+}
+
+/// Sequence i of `depth` prompt tokens (seed 7 + i) generating `lens[i]` tokens (at least 2):
+/// tokens after each sequence's first over the time from the last first token to the end,
+/// `reps` times after one warm-up run.
+fn timed_decode(
+    e: &mut Engine,
+    vocab: usize,
+    depth: usize,
+    lens: &[usize],
+    reps: usize,
+) -> Result<Vec<f64>> {
+    let reqs: Vec<GenerateRequest> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| GenerateRequest {
             prompt: ids(depth, vocab, 7 + i as u64),
             params: SamplingParams::greedy(),
-            max_tokens: (new * (i + 1) / b).max(2),
+            max_tokens: n.max(2),
             stop_ids: vec![],
             sequence: i as u32,
         })
