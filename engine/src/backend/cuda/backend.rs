@@ -643,11 +643,7 @@ impl CudaBackend {
                 // steps with plain launches from now on (same logits either way).
                 self.graphs = Graphs::new(0);
             }
-            plan.tokens.truncate(t);
-            plan.pos.truncate(t);
-            plan.slots.truncate(t);
-            plan.row_tab.truncate(t);
-            plan.wanted.truncate(t);
+            plan.truncate(t);
         }
         let c = &self.model.config;
         let mut b = Box::new(StepBuffers::new(&self.dev, c, t, nw, plan.tables.len())?);

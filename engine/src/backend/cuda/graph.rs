@@ -191,6 +191,19 @@ impl StepPlan {
         }
         self.wanted.extend(t as u32..rows as u32);
     }
+
+    /// Drops the rows past `rows` again (a padded plan that ran ungraphed after all).
+    pub fn truncate(&mut self, rows: usize) {
+        for v in [
+            &mut self.tokens,
+            &mut self.pos,
+            &mut self.slots,
+            &mut self.row_tab,
+            &mut self.wanted,
+        ] {
+            v.truncate(rows);
+        }
+    }
 }
 
 /// What a graph is captured for, besides the row count: layers run and attention splits.
@@ -312,5 +325,16 @@ mod tests {
         assert_eq!(p.row_tab, vec![0, 1, 3, 3, 3]);
         assert_eq!(p.tables, vec![0, 1, 2, 4, 5], "block tables unchanged");
         assert_eq!(p.wanted, vec![0, 1, 2, 3, 4]);
+        p.truncate(3);
+        assert_eq!(
+            (p.tokens, p.pos, p.slots, p.row_tab, p.wanted),
+            (
+                vec![5, 9, 11],
+                vec![3, 7, 130],
+                vec![3, 23, 514],
+                vec![0, 1, 3],
+                vec![0, 1, 2]
+            )
+        );
     }
 }
