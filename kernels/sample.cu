@@ -19,6 +19,8 @@ typedef unsigned long long u64;
 
 #define SAMPLE_THREADS 1024
 #define SAMPLE_WARPS (SAMPLE_THREADS / 32)
+// 16-byte logit loads a thread issues before it uses them (step 1 of sample_picks).
+#define SAMPLE_LOADS 4
 // u32 words per pick: row, edit_off, edit_len, temperature, top_k, top_p, min_p, seed_lo, seed_hi,
 // sequence, pos_lo, pos_hi, n_top, want_logprob, 2 unused.
 #define PICK_WORDS 16
@@ -247,8 +249,41 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     const bool want_lp = pk[13] != 0;
     u32* o = out + (size_t)blockIdx.x * OUT_WORDS;
 
-    // 1. The edited row (mod.rs `Edit::apply`); edit ids are unique.
-    for (int j = threadIdx.x; j < vocab; j += SAMPLE_THREADS) l[j] = row[j];
+    // 1. The edited row (mod.rs `Edit::apply`); edit ids are unique. The row is copied only when
+    // a later step reads the copy; the argmax of the unedited row is taken on the way (`better`
+    // is a strict total order, so the visiting order cannot change it). 16-byte loads,
+    // SAMPLE_LOADS of them in flight a thread, where vocab is a multiple of 4 (run 74: the
+    // one-load-at-a-time loop took 79 us a row of 128,256 logits).
+    const bool copy = pk[2] > 0 || temperature != 0.0f || n_top > 0 || want_lp;
+    float bv = row[0];
+    int bi = 0;
+    if ((vocab & 3) == 0) {
+        const float4* r4 = reinterpret_cast<const float4*>(row);
+        float4* l4 = reinterpret_cast<float4*>(l);
+        const int n4 = vocab >> 2;
+        for (int j0 = threadIdx.x; j0 < n4; j0 += SAMPLE_THREADS * SAMPLE_LOADS) {
+            float4 v[SAMPLE_LOADS];
+#pragma unroll
+            for (int u = 0; u < SAMPLE_LOADS; ++u)
+                if (j0 + u * SAMPLE_THREADS < n4) v[u] = r4[j0 + u * SAMPLE_THREADS];
+#pragma unroll
+            for (int u = 0; u < SAMPLE_LOADS; ++u) {
+                const int j = j0 + u * SAMPLE_THREADS;
+                if (j >= n4) break;
+                if (copy) l4[j] = v[u];
+                const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    if (better(e[c], 4 * j + c, bv, bi)) bv = e[c], bi = 4 * j + c;
+            }
+        }
+    } else {
+        for (int j = threadIdx.x; j < vocab; j += SAMPLE_THREADS) {
+            const float v = row[j];
+            if (copy) l[j] = v;
+            if (better(v, j, bv, bi)) bv = v, bi = j;
+        }
+    }
     __syncthreads();
     for (u32 e = threadIdx.x; e < pk[2]; e += SAMPLE_THREADS) {
         const u32* ed = edits + (size_t)(pk[1] + e) * EDIT_WORDS;
@@ -264,11 +299,13 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     }
     __syncthreads();
 
-    // 2. Argmax (greedy, and the max for the draw and the normalizer).
-    float bv = l[0];
-    int bi = 0;
-    for (int j = threadIdx.x; j < vocab; j += SAMPLE_THREADS)
-        if (better(l[j], j, bv, bi)) bv = l[j], bi = j;
+    // 2. Argmax (greedy, and the max for the draw and the normalizer): of the edited row when
+    // there are edits, else the one taken in step 1.
+    if (pk[2] > 0) {
+        bv = l[0], bi = 0;
+        for (int j = threadIdx.x; j < vocab; j += SAMPLE_THREADS)
+            if (better(l[j], j, bv, bi)) bv = l[j], bi = j;
+    }
     block_argmax(bv, bi, sh);
     const bool any_valid = bv == bv;
 

@@ -279,9 +279,10 @@ impl CudaDevice {
         Ok(true)
     }
 
-    /// `linear_tcs_reduce` of kernels/linear_tc.cu after a split-K form: y = the `slices` slice
-    /// sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is), then
-    /// the bias, to the outputs (checked by [`CudaDevice::linear_split`]). Errors: a launch
+    /// `linear_tcs_reduce` (or its four-rows-a-thread twin `linear_tcs_reduce4`, when the row
+    /// counts are multiples of 4) of kernels/linear_tc.cu after a split-K form: y = the `slices`
+    /// slice sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is),
+    /// then the bias, to the outputs (checked by [`CudaDevice::linear_split`]). Errors: a launch
     /// failure.
     pub(super) fn sk_reduce(
         &self,
@@ -293,7 +294,11 @@ impl CudaDevice {
         slices: u32,
     ) -> Result<()> {
         let (k, r) = (w.cols, w.rows);
-        let red = self.function("linear_tc.cu", "linear_tcs_reduce")?;
+        // Four rows a thread (`linear_tcs_reduce4`, the same adds) where no output boundary or
+        // 16-byte alignment splits a group of four.
+        let quads = r % 4 == 0 && rows.iter().all(|n| n % 4 == 0);
+        let name = if quads { "linear_tcs_reduce4" } else { "linear_tcs_reduce" };
+        let red = self.function("linear_tc.cu", name)?;
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
@@ -304,11 +309,11 @@ impl CudaDevice {
         push_bias_outs(&mut b, &w.bias, ys, &null);
         b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&si);
         let cfg = LaunchConfig {
-            grid_dim: ((m * r).div_ceil(256) as u32, 1, 1),
+            grid_dim: ((m * r).div_ceil(if quads { 1024 } else { 256 }) as u32, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: linear_tcs_reduce(part, bias, y, y1, y2, R0, R1, M, K, R, slices): part holds
+        // SAFETY: linear_tcs_reduce[4](part, bias, y, y1, y2, R0, R1, M, K, R, slices): part holds
         // slices·m·r f32 written by the split-K form; outputs and their row split checked by
         // linear_split.
         unsafe { b.launch(cfg) }?;
