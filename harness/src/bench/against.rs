@@ -2,8 +2,9 @@
 //! binary BIN) and by this one, interleaved run by run, so drift of the machine during the
 //! comparison falls on both sides alike.
 //!
-//! For each cell, `--warmup` untimed runs, then `--reps` rounds of one timed run of BIN and one
-//! of this build. BIN runs as `BIN GLOBAL... bench SCENARIO CELL-FLAGS --model MODEL --reps 1
+//! For each cell, `--reps` rounds of one timed run of BIN and one of this build, each after
+//! `--warmup` untimed runs. Only one side holds the device at a time: this build drops its engine
+//! (weights, KV cache) before each BIN run and builds it again for its own. BIN runs as `BIN GLOBAL... bench SCENARIO CELL-FLAGS --model MODEL --reps 1
 //! --warmup W --out TMP`, where GLOBAL are the arguments this command was given before `bench`
 //! (configuration flags such as `--backend cpu`; put them there), and CELL-FLAGS the cell's
 //! parameters as flags. Each side's N timed runs give its median, min and max; the verdict is
@@ -154,11 +155,12 @@ pub fn interleaved(
             base.reps
         );
         for rep in 0..base.reps {
-            // BIN is a new process every run, so every run of it warms up; this build keeps its
-            // engine between decode and ttft runs and warms those up once (serve, spec and
-            // prefix build theirs every run, so every run warms up). The order alternates (BIN
-            // first on even runs), so neither side always follows the other.
-            let other = |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>| -> Result<()> {
+            // BIN is a new process every run, so every run of it warms up. This build drops its
+            // engine before each of BIN's runs (on a GPU, its weights and KV cache reservation
+            // would leave BIN no room: run 76), so every run of its own warms up too. The order
+            // alternates (BIN first on even runs), so neither side always follows the other.
+            let other = |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>, ctx: &mut Ctx| -> Result<()> {
+                ctx.engine = None;
                 for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
                     let key = (r.scenario.clone(), r.params.to_string());
                     let median = r.median;
@@ -167,23 +169,18 @@ pub fn interleaved(
                 Ok(())
             };
             if rep % 2 == 0 {
-                other(&mut theirs)?;
+                other(&mut theirs, ctx)?;
             }
             let mut one = a.clone();
             one.reps = 1;
-            let keeps_engine = matches!(sc, Scenario::Decode | Scenario::Ttft);
-            one.warmup = if rep == 0 || !keeps_engine {
-                base.warmup
-            } else {
-                0
-            };
+            one.warmup = base.warmup;
             for row in measure(*sc, &one, ctx)? {
                 let key = (row.scenario.to_string(), row.params.to_string());
                 let median = row.stats.median;
                 ours.entry(key).or_insert((row, Vec::new())).1.push(median);
             }
             if rep % 2 == 1 {
-                other(&mut theirs)?;
+                other(&mut theirs, ctx)?;
             }
         }
     }
