@@ -159,15 +159,16 @@ pub fn interleaved(
             // engine before each of BIN's runs (on a GPU, its weights and KV cache reservation
             // would leave BIN no room: run 76), so every run of its own warms up too. The order
             // alternates (BIN first on even runs), so neither side always follows the other.
-            let other = |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>, ctx: &mut Ctx| -> Result<()> {
-                ctx.engine = None;
-                for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
-                    let key = (r.scenario.clone(), r.params.to_string());
-                    let median = r.median;
-                    theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
-                }
-                Ok(())
-            };
+            let other =
+                |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>, ctx: &mut Ctx| -> Result<()> {
+                    ctx.engine = None;
+                    for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
+                        let key = (r.scenario.clone(), r.params.to_string());
+                        let median = r.median;
+                        theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
+                    }
+                    Ok(())
+                };
             if rep % 2 == 0 {
                 other(&mut theirs, ctx)?;
             }

@@ -297,7 +297,11 @@ impl CudaDevice {
         // Four rows a thread (`linear_tcs_reduce4`, the same adds) where no output boundary or
         // 16-byte alignment splits a group of four.
         let quads = r % 4 == 0 && rows.iter().all(|n| n % 4 == 0);
-        let name = if quads { "linear_tcs_reduce4" } else { "linear_tcs_reduce" };
+        let name = if quads {
+            "linear_tcs_reduce4"
+        } else {
+            "linear_tcs_reduce"
+        };
         let red = self.function("linear_tc.cu", name)?;
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
@@ -309,7 +313,11 @@ impl CudaDevice {
         push_bias_outs(&mut b, &w.bias, ys, &null);
         b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri).arg(&si);
         let cfg = LaunchConfig {
-            grid_dim: ((m * r).div_ceil(if quads { 1024 } else { 256 }) as u32, 1, 1),
+            grid_dim: (
+                (m * r).div_ceil(if quads { 1024 } else { 256 }) as u32,
+                1,
+                1,
+            ),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
