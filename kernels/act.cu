@@ -7,8 +7,7 @@ extern "C" __global__ void swiglu_f32(const float* gate, const float* up, float*
     pdl_entry();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len) return;
-    const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
+    out[i] = swiglu1(gate[i], up[i]);
 }
 
 // GeGLU with tanh-approximated GELU (Gemma): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u.

@@ -785,3 +785,47 @@ extern "C" __global__ void linear_tcs_reduce4(const float* part, const float* bi
                                  : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
     *reinterpret_cast<float4*>(dst) = v;
 }
+
+// linear_tcs_reduce4 of a gate|up matrix (R = 2 I rows: gate rows 0 .. I, up rows I .. 2I)
+// followed by SwiGLU (TCS_GLU = 1, host side): a thread sums four gate rows and the four up rows
+// I below them exactly as linear_tcs_reduce4 (slices in order, the first as is, then the bias),
+// and stores out[m, j] = swiglu1(gate, up) as act.cu's swiglu_f32 would; gate and up themselves
+// are not stored. Needs I a multiple of 4. out: [M, I] f32. Grid: ceil(M I / 1024); block 256.
+extern "C" __global__ void linear_tcs_reduce_swiglu(const float* part, const float* bias, float* out, int M, int I,
+                                                    int slices) {
+    pdl_entry();
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, mi = (size_t)M * I;
+    if (i >= mi) return;
+    const int R = 2 * I, m = (int)(i / I), j = (int)(i % I);
+    const size_t mr = (size_t)M * R, g0 = (size_t)m * R + j, u0 = g0 + I;
+    float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f), u = g;
+    for (int s0 = 0; s0 < slices; s0 += TCS_RED_BATCH / 2) {
+        float4 pg[TCS_RED_BATCH / 2], pu[TCS_RED_BATCH / 2];
+#pragma unroll
+        for (int b = 0; b < TCS_RED_BATCH / 2; ++b)
+            if (s0 + b < slices) {
+                pg[b] = *reinterpret_cast<const float4*>(part + (size_t)(s0 + b) * mr + g0);
+                pu[b] = *reinterpret_cast<const float4*>(part + (size_t)(s0 + b) * mr + u0);
+            }
+#pragma unroll
+        for (int b = 0; b < TCS_RED_BATCH / 2; ++b)
+            if (s0 + b < slices) {
+                if (s0 + b == 0) {
+                    g = pg[b], u = pu[b];
+                } else {
+                    g.x = __fadd_rn(g.x, pg[b].x), g.y = __fadd_rn(g.y, pg[b].y);
+                    g.z = __fadd_rn(g.z, pg[b].z), g.w = __fadd_rn(g.w, pg[b].w);
+                    u.x = __fadd_rn(u.x, pu[b].x), u.y = __fadd_rn(u.y, pu[b].y);
+                    u.z = __fadd_rn(u.z, pu[b].z), u.w = __fadd_rn(u.w, pu[b].w);
+                }
+            }
+    }
+    if (bias) {
+        const float4 bg = *reinterpret_cast<const float4*>(bias + j);
+        const float4 bu = *reinterpret_cast<const float4*>(bias + I + j);
+        g.x = __fadd_rn(g.x, bg.x), g.y = __fadd_rn(g.y, bg.y), g.z = __fadd_rn(g.z, bg.z), g.w = __fadd_rn(g.w, bg.w);
+        u.x = __fadd_rn(u.x, bu.x), u.y = __fadd_rn(u.y, bu.y), u.z = __fadd_rn(u.z, bu.z), u.w = __fadd_rn(u.w, bu.w);
+    }
+    *reinterpret_cast<float4*>(out + i) =
+        make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
+}

@@ -11,7 +11,7 @@ use super::{CudaDevice, NO_DRIVER};
 use crate::backend::cpu::ops::Rope;
 use crate::backend::{Backend, LogitsWanted, Pick, Picked, SeqChunk};
 use crate::error::{Error, Result};
-use crate::models::{Model, ModelConfig};
+use crate::models::{Activation, Model, ModelConfig};
 use crate::quant::QuantMatrix;
 use cudarc::driver::CudaSlice;
 use std::sync::Arc;
@@ -108,6 +108,30 @@ impl Linears {
                     dev.linear(x, w, y, canary)?;
                 }
                 Ok(())
+            }
+        }
+    }
+}
+
+impl Linears {
+    /// Gate and up projections then `act = activation(gate) * up`
+    /// ([`CudaDevice::linear_gated`] for a fused gate|up matrix).
+    #[allow(clippy::too_many_arguments)]
+    fn forward_gated(
+        &self,
+        dev: &CudaDevice,
+        x: &CudaSlice<f32>,
+        gate: &mut CudaSlice<f32>,
+        up: &mut CudaSlice<f32>,
+        act: &mut CudaSlice<f32>,
+        activation: Activation,
+        canary: bool,
+    ) -> Result<()> {
+        match self {
+            Linears::Fused(w) => dev.linear_gated(x, w, gate, up, act, activation, canary),
+            Linears::Split(_) => {
+                self.forward(dev, x, &mut [&mut *gate, &mut *up], canary)?;
+                dev.gated_act(gate, up, act, activation)
             }
         }
     }
@@ -525,8 +549,7 @@ fn encode(
         // x += o; xn = norm(x).
         dev.rms_norm_residual(o, Some(&mut *x), &l.ffn_norm, xn, t, c.rms_eps)?;
         l.gate_up
-            .forward(dev, xn, &mut [&mut *gate, &mut *up], canary)?;
-        dev.gated_act(gate, up, act, c.activation)?;
+            .forward_gated(dev, xn, gate, up, act, c.activation, canary)?;
         dev.linear(act, &l.w_down, d, canary)?;
         if let Some(g) = &l.post_ffn_norm {
             dev.rms_norm_residual(d, None, g, o2, t, c.rms_eps)?;

@@ -138,7 +138,10 @@ impl CudaDevice {
     /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
     /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
     /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
-    /// compute each row identically); QTC_SPLIT warps per block. Errors: a launch failure.
+    /// compute each row identically); QTC_SPLIT warps per block. `glu`: where a split-K form
+    /// runs, its reduce stores SwiGLU(gate, up) there instead of the outputs (see
+    /// [`CudaDevice::sk_reduce`]); returns whether it did. Errors: a launch failure.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_tc(
         &self,
         x: &CudaSlice<f32>,
@@ -147,7 +150,8 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-    ) -> Result<()> {
+        mut glu: Option<&mut CudaSlice<f32>>,
+    ) -> Result<bool> {
         debug_assert_eq!(w.layout, WeightLayout::Tc);
         let (k, r) = (w.cols, w.rows);
         check(k > 0 && k.is_multiple_of(32), || {
@@ -155,13 +159,14 @@ impl CudaDevice {
         })?;
         let gemm = self.define("QTC_GEMM", 0);
         if gemm >= 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
-            return if gemm == 3 {
-                self.linear_tcw(x, w, ys, rows, m, split_canary)
+            if gemm == 3 {
+                self.linear_tcw(x, w, ys, rows, m, split_canary)?;
             } else if gemm == 2 {
-                self.linear_tcg2(x, w, ys, rows, m, split_canary)
+                self.linear_tcg2(x, w, ys, rows, m, split_canary)?;
             } else {
-                self.linear_tcg(x, w, ys, rows, m, split_canary)
-            };
+                self.linear_tcg(x, w, ys, rows, m, split_canary)?;
+            }
+            return Ok(false);
         }
         // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
         // (H200, M = 32: BF16 gate+up 102 -> 93 us, run 52, while the 4096-row matrices are
@@ -175,16 +180,18 @@ impl CudaDevice {
             && m >= self.define("QTC_SK_MIN", 9).max(2) as usize
             && w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20
             && (w.dtype != DType::Q8_0 || self.define("TCK_Q8_0", 1) != 0)
-            && self.linear_tck(x, w, ys, rows, m, split_canary)?
         {
-            return Ok(());
+            if let Some(glu_done) =
+                self.linear_tck(x, w, ys, rows, m, split_canary, glu.as_deref_mut())?
+            {
+                return Ok(glu_done);
+            }
         }
         let sk_big = w.dtype == DType::BF16 && self.tc_split(r).1 == "_big";
-        if (sk == 1 || (sk == 2 && sk_big))
-            && (9..=32).contains(&m)
-            && self.linear_tcs(x, w, ys, rows, m, split_canary)?
-        {
-            return Ok(());
+        if (sk == 1 || (sk == 2 && sk_big)) && (9..=32).contains(&m) {
+            if let Some(glu_done) = self.linear_tcs(x, w, ys, rows, m, split_canary, glu)? {
+                return Ok(glu_done);
+            }
         }
         let nt: u32 = match m.div_ceil(8) {
             1 => 1,
@@ -210,7 +217,8 @@ impl CudaDevice {
             block_dim: (32 * split, 1, 1),
             shared_mem_bytes: split * wt * nt * 512,
         };
-        self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
+        self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)?;
+        Ok(false)
     }
 
     /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1, or 2 for the
@@ -219,10 +227,12 @@ impl CudaDevice {
     /// against x staged once per block in shared memory, then `linear_tcs_reduce` adds the slices
     /// in order and the bias; the same chain per element as the other forms, so the same bits.
     /// Grid: (slices, row runs, token groups of 8 · NT) with about QTC_SK_WAVES (default 1)
-    /// blocks per SM; QTC_SK_WARPS warps (default 8). Returns `false` (nothing launched) when the
-    /// slice's staged x or the slice sums do not fit (shared memory, [`SK_SCRATCH_FLOATS`]).
+    /// blocks per SM; QTC_SK_WARPS warps (default 8). Returns `None` (nothing launched) when the
+    /// slice's staged x or the slice sums do not fit (shared memory, [`SK_SCRATCH_FLOATS`]),
+    /// else whether the reduce took the SwiGLU epilogue into `glu` ([`CudaDevice::sk_reduce`]).
     /// Errors: another format, the buffer's allocation (out of device memory, or first use
     /// inside a CUDA graph capture), a launch failure.
+    #[allow(clippy::too_many_arguments)]
     fn linear_tcs(
         &self,
         x: &CudaSlice<f32>,
@@ -231,7 +241,8 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-    ) -> Result<bool> {
+        glu: Option<&mut CudaSlice<f32>>,
+    ) -> Result<Option<bool>> {
         let (k, r) = (w.cols, w.rows);
         let nt: u32 = if m <= 16 { 2 } else { 4 };
         let slices = self.tc_slices(r, m, split_canary);
@@ -240,7 +251,7 @@ impl CudaDevice {
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let smem = per * nt * parts * 512;
         if smem > SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
-            return Ok(false);
+            return Ok(None);
         }
         let func = match w.dtype {
             DType::BF16 => format!("linear_tcs_bf16_n{nt}"),
@@ -275,15 +286,19 @@ impl CudaDevice {
         // linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
         // SK_SCRATCH_FLOATS f32 (checked above).
         unsafe { b.launch(cfg) }?;
-        self.sk_reduce(part, w, ys, rows, m, slices)?;
-        Ok(true)
+        self.sk_reduce(part, w, ys, rows, m, slices, glu).map(Some)
     }
 
     /// `linear_tcs_reduce` (or its four-rows-a-thread twin `linear_tcs_reduce4`, when the row
     /// counts are multiples of 4) of kernels/linear_tc.cu after a split-K form: y = the `slices`
     /// slice sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is),
-    /// then the bias, to the outputs (checked by [`CudaDevice::linear_split`]). Errors: a launch
-    /// failure.
+    /// then the bias, to the outputs (checked by [`CudaDevice::linear_split`]).
+    ///
+    /// With `glu` (`[m, I]` f32) and a gate|up matrix of two outputs of I rows each, I a
+    /// multiple of 4, `linear_tcs_reduce_swiglu` stores SwiGLU(gate, up) to `glu` instead, from
+    /// the same sums (the bits [`CudaDevice::gated_act`] would give from the outputs), and the
+    /// outputs are left unwritten; returns whether it did. Errors: a launch failure.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn sk_reduce(
         &self,
         part: &CudaSlice<f32>,
@@ -292,11 +307,37 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         slices: u32,
-    ) -> Result<()> {
+        glu: Option<&mut CudaSlice<f32>>,
+    ) -> Result<bool> {
+        let inter = rows[0];
+        if let Some(out) = glu.filter(|o| {
+            rows.len() == 2 && rows[1] == inter && inter.is_multiple_of(4) && o.len() == m * inter
+        }) {
+            let f = self.function("linear_tc.cu", "linear_tcs_reduce_swiglu")?;
+            let (mi, ii, si) = (i32_of(m, "m")?, i32_of(inter, "I")?, slices as i32);
+            let null = 0u64;
+            let mut b = self.launcher(&f);
+            b.arg(part);
+            match &w.bias {
+                Some(bias) => b.arg(bias),
+                None => b.arg(&null),
+            };
+            b.arg(&*out).arg(&mi).arg(&ii).arg(&si);
+            let cfg = LaunchConfig {
+                grid_dim: ((m * inter).div_ceil(1024) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: linear_tcs_reduce_swiglu(part, bias, out, M, I, slices): part holds
+            // slices·m·2I f32 written by the split-K form, bias (or null) 2I f32, out m·I f32
+            // (checked above).
+            unsafe { b.launch(cfg) }?;
+            return Ok(true);
+        }
         let (k, r) = (w.cols, w.rows);
         // Four rows a thread (`linear_tcs_reduce4`, the same adds) where no output boundary or
         // 16-byte alignment splits a group of four.
-        let quads = r % 4 == 0 && rows.iter().all(|n| n % 4 == 0);
+        let quads = r.is_multiple_of(4) && rows.iter().all(|n| n.is_multiple_of(4));
         let name = if quads {
             "linear_tcs_reduce4"
         } else {
@@ -325,7 +366,7 @@ impl CudaDevice {
         // slices·m·r f32 written by the split-K form; outputs and their row split checked by
         // linear_split.
         unsafe { b.launch(cfg) }?;
-        Ok(())
+        Ok(false)
     }
 
     /// The tiled form of [`CudaDevice::linear_tc`] for many tokens (QTC_GEMM = 1 and m at

@@ -172,11 +172,13 @@ impl CudaDevice {
     /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
     /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
     /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one
-    /// bulk copy a warp and batch (TCK_BULK = 1). Returns `false` (nothing
-    /// launched) when the slice's x and the rings do not fit in shared memory or the slice sums
-    /// in [`SK_SCRATCH_FLOATS`]. Errors: a device without wgmma (not sm_90a), another format,
+    /// bulk copy a warp and batch (TCK_BULK = 1). Returns `None` (nothing launched) when the
+    /// slice's x and the rings do not fit in shared memory or the slice sums in
+    /// [`SK_SCRATCH_FLOATS`], else whether the reduce took the SwiGLU epilogue into `glu`
+    /// ([`CudaDevice::sk_reduce`]). Errors: a device without wgmma (not sm_90a), another format,
     /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
     /// the shared-memory opt-in, a launch failure.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_tck(
         &self,
         x: &CudaSlice<f32>,
@@ -185,7 +187,8 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-    ) -> Result<bool> {
+        glu: Option<&mut CudaSlice<f32>>,
+    ) -> Result<Option<bool>> {
         self.require_wgmma("split-K linear: QTC_SK = 3")?;
         let (k, r) = (w.cols, w.rows);
         let tokens: u32 = if m <= 16 { 16 } else { 32 };
@@ -201,7 +204,7 @@ impl CudaDevice {
         let stages = self.define("TCK_STAGES", 8).max(2);
         let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, stages);
         if smem > SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
-            return Ok(false);
+            return Ok(None);
         }
         let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
         let part = part.as_ref().expect("made by scratch");
@@ -242,8 +245,7 @@ impl CudaDevice {
         // by linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
         // SK_SCRATCH_FLOATS f32 (checked above); the grid covers every row group once.
         unsafe { b.launch(cfg) }?;
-        self.sk_reduce(part, w, ys, rows, m, slices)?;
-        Ok(true)
+        self.sk_reduce(part, w, ys, rows, m, slices, glu).map(Some)
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most

@@ -14,6 +14,7 @@ pub mod linear_tcg;
 pub mod ops;
 pub mod sample;
 pub mod selfcheck;
+mod selfcheck_gated;
 
 use crate::error::{Error, Result};
 use compile::{ImageKind, KernelOptions};

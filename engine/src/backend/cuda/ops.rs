@@ -397,10 +397,73 @@ impl CudaDevice {
         ys: &mut [&mut CudaSlice<f32>],
         split_canary: bool,
     ) -> Result<()> {
+        self.linear_split_glu(x, w, ys, split_canary, None)
+            .map(|_| ())
+    }
+
+    /// A gate|up matrix (`w`: the gate rows, then as many up rows) then `out = act(gate) * up`:
+    /// [`CudaDevice::linear_split`] into `gate` and `up` (`[m, I]` f32 each) and
+    /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With TCS_GLU = 1, SwiGLU and a
+    /// split-K form taken, the split-K reduce computes `out` itself from the same sums
+    /// (`linear_tcs_reduce_swiglu`: the same bits, one launch and the gate/up round trip less),
+    /// and `gate` and `up` are left unwritten. Errors: as the two calls.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear_gated(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        gate: &mut CudaSlice<f32>,
+        up: &mut CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        act: Activation,
+        split_canary: bool,
+    ) -> Result<()> {
+        let fuse = self.define("TCS_GLU", 0) == 1;
+        self.linear_gated_as(x, w, gate, up, out, act, split_canary, fuse)
+            .map(|_| ())
+    }
+
+    /// [`CudaDevice::linear_gated`] with the fusion chosen by the caller (`fuse`: TCS_GLU's
+    /// role; the self-check passes both). Returns whether the split-K reduce computed `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn linear_gated_as(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        gate: &mut CudaSlice<f32>,
+        up: &mut CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        act: Activation,
+        split_canary: bool,
+        fuse: bool,
+    ) -> Result<bool> {
+        let glu = if fuse && act == Activation::Silu {
+            Some(&mut *out)
+        } else {
+            None
+        };
+        if self.linear_split_glu(x, w, &mut [gate, up], split_canary, glu)? {
+            return Ok(true);
+        }
+        self.gated_act(gate, up, out, act)?;
+        Ok(false)
+    }
+
+    /// [`CudaDevice::linear_split`], with `glu` passed to the tensor-core forms
+    /// ([`CudaDevice::linear_tc`]); returns whether `glu` got SwiGLU of the two outputs (they are
+    /// then unwritten).
+    fn linear_split_glu(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        split_canary: bool,
+        glu: Option<&mut CudaSlice<f32>>,
+    ) -> Result<bool> {
         let (k, r) = (w.cols, w.rows);
         let m = x.len() / k.max(1);
         if m == 0 && x.is_empty() && ys.iter().all(|y| y.is_empty()) {
-            return Ok(());
+            return Ok(false);
         }
         let rows: Vec<usize> = ys.iter().map(|y| y.len() / m.max(1)).collect();
         check(
@@ -419,10 +482,10 @@ impl CudaDevice {
             },
         )?;
         if m == 0 {
-            return Ok(());
+            return Ok(false);
         }
         if w.layout == WeightLayout::Tc {
-            return self.linear_tc(x, w, ys, &rows, m, split_canary);
+            return self.linear_tc(x, w, ys, &rows, m, split_canary, glu);
         }
         if m > 1
             && w.layout == WeightLayout::Lanes
@@ -430,7 +493,7 @@ impl CudaDevice {
             && self.define("QLIN_INT", 0) == 1
             && self.define("QLIN_IMMA", 1) == 1
         {
-            return self.linear_imma(x, w, ys, &rows, m);
+            return self.linear_imma(x, w, ys, &rows, m).map(|_| false);
         }
         // M = 1 (decode) takes the one-token kernel: same per-output operations. A repacked
         // matrix whose x would not fit the one-token kernel's shared memory on this device
@@ -509,7 +572,8 @@ impl CudaDevice {
                 cfg.shared_mem_bytes = tokens * chunk_bytes as u32;
             }
         }
-        self.launch_linear("linear.cu", &func, cfg, x, w, ys, &rows, m, split_canary)
+        self.launch_linear("linear.cu", &func, cfg, x, w, ys, &rows, m, split_canary)?;
+        Ok(false)
     }
 
     /// Launches a linear entry of any kernel file: (x, weights, headers, bias, LIN_OUT_PARAMS,

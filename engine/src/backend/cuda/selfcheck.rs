@@ -147,6 +147,7 @@ pub fn run_all(dev: &CudaDevice) -> Result<Vec<CheckRow>> {
     rows.extend(check_rope(dev, &mut rng)?);
     rows.extend(check_linear(dev, &mut rng)?);
     rows.extend(check_act(dev, &mut rng)?);
+    rows.extend(super::selfcheck_gated::check_gated(dev, &mut rng)?);
     rows.extend(check_attention(dev, &mut rng)?);
     rows.extend(check_sample(dev, &mut rng)?);
     Ok(rows)
