@@ -431,6 +431,7 @@ __device__ __forceinline__ void tc_staged_a(const u8* w, const u8* sc, int lane,
 }
 
 // SwiGLU of one element, silu(g) * u with silu(g) = g / (1 + exp(-g)): act.cu's swiglu_f32 and
-// the split-K reduce's SwiGLU epilogue (linear_tc.cu) both call it, so both round alike (no
-// multiply feeds an add here, so no FMA contraction can differ between them).
+// the split-K reduce's SwiGLU epilogue (linear_tc.cu) both call this one inline function, and
+// every kernel file is compiled with the same flags, so both round alike; the self-check row
+// "linear_gated_bf16" compares them bit for bit.
 __device__ __forceinline__ float swiglu1(float g, float u) { return g / (1.0f + expf(-g)) * u; }

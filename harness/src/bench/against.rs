@@ -3,9 +3,11 @@
 //! comparison falls on both sides alike.
 //!
 //! For each cell, `--reps` rounds of one timed run of BIN and one of this build, each after
-//! `--warmup` untimed runs. Only one side holds the device at a time: this build drops its engine
-//! (weights, KV cache) before each BIN run and builds it again for its own. BIN runs as `BIN GLOBAL... bench SCENARIO CELL-FLAGS --model MODEL --reps 1
-//! --warmup W --out TMP`, where GLOBAL are the arguments this command was given before `bench`
+//! `--warmup` untimed runs. This build drops its engine (KV cache, step buffers, CUDA graphs)
+//! before each BIN run and builds it again for its own; on a GPU its weights stay resident (the
+//! process-wide weight pool), so BIN runs beside them and sizes a smaller KV cache (decode of a
+//! fixed batch does not depend on the cache's size). BIN runs as `BIN GLOBAL... bench SCENARIO
+//! CELL-FLAGS --model MODEL --reps 1 --warmup W --out TMP`, where GLOBAL are the arguments this command was given before `bench`
 //! (configuration flags such as `--backend cpu`; put them there), and CELL-FLAGS the cell's
 //! parameters as flags. Each side's N timed runs give its median, min and max; the verdict is
 //! [`super::compare::verdict`] with BIN's runs as the reference.
@@ -156,8 +158,8 @@ pub fn interleaved(
         );
         for rep in 0..base.reps {
             // BIN is a new process every run, so every run of it warms up. This build drops its
-            // engine before each of BIN's runs (on a GPU, its weights and KV cache reservation
-            // would leave BIN no room: run 76), so every run of its own warms up too. The order
+            // engine before each of BIN's runs (on a GPU, its KV cache reservation would leave
+            // BIN no room: run 76), so every run of its own warms up too. The order
             // alternates (BIN first on even runs), so neither side always follows the other.
             let other =
                 |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>, ctx: &mut Ctx| -> Result<()> {

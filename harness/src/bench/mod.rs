@@ -115,8 +115,9 @@ pub struct BenchArgs {
     pub compare: Option<PathBuf>,
     /// With --compare: another build's `memra` binary that measures REF's cells now, run by run
     /// interleaved with this build, as the reference (it gets the flags given before `bench`).
-    /// Only one side holds the model at a time: every run of either side loads it and warms up
-    /// (for an 8B model on a GPU, tens of seconds a run: size --reps accordingly).
+    /// This build drops its engine (KV cache) before each of BIN's runs, so every run of either
+    /// side builds an engine and warms up; BIN loads the model every run (for an 8B model on a
+    /// GPU, tens of seconds a run: size --reps accordingly).
     #[arg(long, value_name = "BIN", requires = "compare")]
     pub against: Option<PathBuf>,
     /// JSONL file the rows are appended to [default: research/tune-data/<device>.jsonl].

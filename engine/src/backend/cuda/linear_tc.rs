@@ -224,8 +224,9 @@ impl CudaDevice {
     /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1, or 2 for the
     /// BF16 QTC_SPLIT_BIG matrices only):
     /// `linear_tcs_*` of kernels/linear_tc.cu writes each K slice's sums for runs of row tiles
-    /// against x staged once per block in shared memory, then `linear_tcs_reduce` adds the slices
-    /// in order and the bias; the same chain per element as the other forms, so the same bits.
+    /// against x staged once per block in shared memory, then [`CudaDevice::sk_reduce`] adds the
+    /// slices in order and the bias; the same chain per element as the other forms, so the same
+    /// bits.
     /// Grid: (slices, row runs, token groups of 8 · NT) with about QTC_SK_WAVES (default 1)
     /// blocks per SM; QTC_SK_WARPS warps (default 8). Returns `None` (nothing launched) when the
     /// slice's staged x or the slice sums do not fit (shared memory, [`SK_SCRATCH_FLOATS`]),

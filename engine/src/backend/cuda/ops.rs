@@ -403,8 +403,10 @@ impl CudaDevice {
 
     /// A gate|up matrix (`w`: the gate rows, then as many up rows) then `out = act(gate) * up`:
     /// [`CudaDevice::linear_split`] into `gate` and `up` (`[m, I]` f32 each) and
-    /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With TCS_GLU = 1, SwiGLU and a
-    /// split-K form taken, the split-K reduce computes `out` itself from the same sums
+    /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With TCS_GLU = 1, SwiGLU, a fused
+    /// matrix whose two halves have I rows each (I a multiple of 4) and a split-K form taken
+    /// (9 to 32 tokens under the split-K defines), the split-K reduce computes `out` itself from
+    /// the same sums
     /// (`linear_tcs_reduce_swiglu`: the same bits, one launch and the gate/up round trip less),
     /// and `gate` and `up` are left unwritten. Errors: as the two calls.
     #[allow(clippy::too_many_arguments)]
