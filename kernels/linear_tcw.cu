@@ -412,7 +412,7 @@ LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 //
 // Exactness: the chain of linear_tcs_impl, unchanged (per unit a sum from 0 of the MMAs, k-half
 // 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); the slice's
-// sum to `part`, and linear_tcs_reduce (kernels/linear_tc.cu) adds the slices in order, the first
+// sum to `part`, and linear_tcs_reduce (kernels/splitk_reduce.cu) adds the slices in order, the first
 // as is, then the bias). Run 61: wgmma's m64nNk16 gives mma.sync m16n8k16's bits.
 #ifndef TCK_WG
 #define TCK_WG 2

@@ -57,6 +57,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear_tcw.cu"),
     },
     KernelSource {
+        name: "splitk_reduce.cu",
+        src: include_str!("../../../../kernels/splitk_reduce.cu"),
+    },
+    KernelSource {
         name: "attention.cu",
         src: include_str!("../../../../kernels/attention.cu"),
     },

@@ -291,7 +291,7 @@ impl CudaDevice {
     }
 
     /// `linear_tcs_reduce` (or its four-rows-a-thread twin `linear_tcs_reduce4`, when the row
-    /// counts are multiples of 4) of kernels/linear_tc.cu after a split-K form: y = the `slices`
+    /// counts are multiples of 4) of kernels/splitk_reduce.cu after a split-K form: y = the `slices`
     /// slice sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is),
     /// then the bias, to the outputs (checked by [`CudaDevice::linear_split`]).
     ///
@@ -314,7 +314,7 @@ impl CudaDevice {
         if let Some(out) = glu.filter(|o| {
             rows.len() == 2 && rows[1] == inter && inter.is_multiple_of(4) && o.len() == m * inter
         }) {
-            let f = self.function("linear_tc.cu", "linear_tcs_reduce_swiglu")?;
+            let f = self.function("splitk_reduce.cu", "linear_tcs_reduce_swiglu")?;
             let (mi, ii, si) = (i32_of(m, "m")?, i32_of(inter, "I")?, slices as i32);
             let null = 0u64;
             let mut b = self.launcher(&f);
@@ -344,7 +344,7 @@ impl CudaDevice {
         } else {
             "linear_tcs_reduce"
         };
-        let red = self.function("linear_tc.cu", name)?;
+        let red = self.function("splitk_reduce.cu", name)?;
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
