@@ -7,8 +7,9 @@
 //! before each BIN run and builds it again for its own; on a GPU its weights stay resident (the
 //! process-wide weight pool), so BIN runs beside them and sizes a smaller KV cache (decode of a
 //! fixed batch does not depend on the cache's size). BIN runs as `BIN GLOBAL... bench SCENARIO
-//! CELL-FLAGS --model MODEL --reps 1 --warmup W --out TMP`, where GLOBAL are the arguments this command was given before `bench`
-//! (configuration flags such as `--backend cpu`; put them there), and CELL-FLAGS the cell's
+//! CELL-FLAGS --model MODEL --reps 1 --warmup W --out TMP`, where GLOBAL are the arguments this
+//! command was given before `bench` (configuration flags such as `--backend cpu`; put them
+//! there), and CELL-FLAGS the cell's
 //! parameters as flags. Each side's N timed runs give its median, min and max; the verdict is
 //! [`super::compare::verdict`] with BIN's runs as the reference.
 

@@ -128,7 +128,11 @@ impl Linears {
         canary: bool,
     ) -> Result<()> {
         match self {
-            Linears::Fused(w) => dev.linear_gated(x, w, gate, up, act, activation, canary),
+            Linears::Fused(w) => {
+                let fuse = dev.define("TCS_GLU", 0) == 1;
+                dev.linear_gated(x, w, gate, up, act, activation, canary, fuse)?;
+                Ok(())
+            }
             Linears::Split(_) => {
                 self.forward(dev, x, &mut [&mut *gate, &mut *up], canary)?;
                 dev.gated_act(gate, up, act, activation)

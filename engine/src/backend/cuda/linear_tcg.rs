@@ -167,8 +167,8 @@ impl CudaDevice {
     /// The wgmma split-K form of [`CudaDevice::linear_tc`] (QTC_SK = 3, sm_90a; batched decode
     /// and verify): `linear_tck_*` of kernels/linear_tcw.cu, one block per (K slice, run of
     /// 64-row groups, 16 or 32 tokens) writes each slice's sums to the stream's split-K buffer,
-    /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias; the same chain per element
-    /// as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
+    /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias; the same chain per
+    /// element as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
     /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
     /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
     /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one

@@ -397,38 +397,20 @@ impl CudaDevice {
         ys: &mut [&mut CudaSlice<f32>],
         split_canary: bool,
     ) -> Result<()> {
-        self.linear_split_glu(x, w, ys, split_canary, None)
-            .map(|_| ())
+        self.linear_split_glu(x, w, ys, split_canary, None)?;
+        Ok(())
     }
 
     /// A gate|up matrix (`w`: the gate rows, then as many up rows) then `out = act(gate) * up`:
     /// [`CudaDevice::linear_split`] into `gate` and `up` (`[m, I]` f32 each) and
-    /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With TCS_GLU = 1, SwiGLU, a fused
-    /// matrix whose two halves have I rows each (I a multiple of 4) and a split-K form taken
-    /// (9 to 32 tokens under the split-K defines), the split-K reduce computes `out` itself from
-    /// the same sums
-    /// (`linear_tcs_reduce_swiglu`: the same bits, one launch and the gate/up round trip less),
-    /// and `gate` and `up` are left unwritten. Errors: as the two calls.
+    /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With `fuse` (the model's forward
+    /// passes TCS_GLU = 1; the self-check both values), SwiGLU, halves of I rows each (I a
+    /// multiple of 4) and a split-K form taken (9 to 32 tokens under the split-K defines), the
+    /// split-K reduce computes `out` itself from the same sums (`linear_tcs_reduce_swiglu`: the
+    /// same bits, one launch and the gate/up round trip less) and `gate` and `up` are left
+    /// unwritten; returns whether it did. Errors: as the two calls.
     #[allow(clippy::too_many_arguments)]
     pub fn linear_gated(
-        &self,
-        x: &CudaSlice<f32>,
-        w: &DevMatrix,
-        gate: &mut CudaSlice<f32>,
-        up: &mut CudaSlice<f32>,
-        out: &mut CudaSlice<f32>,
-        act: Activation,
-        split_canary: bool,
-    ) -> Result<()> {
-        let fuse = self.define("TCS_GLU", 0) == 1;
-        self.linear_gated_as(x, w, gate, up, out, act, split_canary, fuse)
-            .map(|_| ())
-    }
-
-    /// [`CudaDevice::linear_gated`] with the fusion chosen by the caller (`fuse`: TCS_GLU's
-    /// role; the self-check passes both). Returns whether the split-K reduce computed `out`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn linear_gated_as(
         &self,
         x: &CudaSlice<f32>,
         w: &DevMatrix,

@@ -11,7 +11,7 @@ use crate::quant::DType;
 
 /// A BF16 gate|up matrix of 2 × 8,192 rows by 2,048 (64 MiB: past the H200 defaults'
 /// TCK_MIN_MB, and QTC_BIG_ROWS rows, as an 8B model's), with a bias. Each token alone (M = 1,
-/// the one-token form) is the reference; at M = 9, 16 and 32, [`CudaDevice::linear_gated_as`]
+/// the one-token form) is the reference; at M = 9, 16 and 32, [`CudaDevice::linear_gated`]
 /// unfused and fused must give each token's row the same bits. Where the defines route these M
 /// to the wgmma split-K form (QTC = 1, QTC_SK = 3 on sm_90a, TCK_MIN_MB at most 64), the fused
 /// passes must also have taken the epilogue, else the row fails: a check that ran nothing new
@@ -31,7 +31,7 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
         let mut gate = s.alloc_zeros::<f32>(m * inter).map_err(drv)?;
         let mut up = s.alloc_zeros::<f32>(m * inter).map_err(drv)?;
         let mut out = s.alloc_zeros::<f32>(m * inter).map_err(drv)?;
-        let t = dev.linear_gated_as(
+        let t = dev.linear_gated(
             &xd,
             &w,
             &mut gate,
