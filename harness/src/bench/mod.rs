@@ -284,15 +284,20 @@ fn run_full(
     Ok(out)
 }
 
+/// Timed runs a board figure asks for (DESIGN.md §5): `bench` warns below it, `boards` marks
+/// figures with fewer.
+pub const BOARD_MIN_RUNS: usize = 5;
+
 /// Runs `memra bench`.
 pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    if args.reps < 5 {
+    if args.reps < BOARD_MIN_RUNS {
         tracing::warn!(
             reps = args.reps,
-            "fewer timed runs than the 5 a board figure asks for (DESIGN.md §5)"
+            min = BOARD_MIN_RUNS,
+            "fewer timed runs than a board figure asks for (DESIGN.md §5)"
         );
     }
     if !args.vs.is_empty()

@@ -2,6 +2,7 @@
 //! (`<!-- boards:NAME:begin -->` … `<!-- boards:NAME:end -->`; text outside them is kept as is).
 
 use super::load::Row;
+use crate::bench::BOARD_MIN_RUNS;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The blocks of docs/PERFORMANCE.md, in page order, with the section title used when a page
@@ -145,8 +146,28 @@ pub fn device(r: &Row) -> String {
     format!("{} ({})", r.device, r.backend)
 }
 
+/// Whether `r` has fewer timed runs than a board figure asks for (unknown N counts as fewer).
+pub fn few_runs(r: &Row) -> bool {
+    r.n.is_none_or(|n| n < BOARD_MIN_RUNS as f64)
+}
+
+/// N of `r`, marked † below [`BOARD_MIN_RUNS`].
 pub fn n(r: &Row) -> String {
-    r.n.map_or("?".into(), |n| format!("{n}"))
+    let mark = if few_runs(r) { "†" } else { "" };
+    r.n.map_or("?†".into(), |n| format!("{n}{mark}"))
+}
+
+/// The footnote under a table or chart with any figure of fewer than [`BOARD_MIN_RUNS`] runs
+/// (empty otherwise).
+pub fn few_runs_note(rows: &[&Row]) -> String {
+    if !rows.iter().any(|r| few_runs(r)) {
+        return String::new();
+    }
+    format!(
+        "\n† N below the {BOARD_MIN_RUNS} timed runs a board figure asks for (DESIGN.md §5): an \
+         earlier measurement kept as a record; re-measure it (`memra bench`, N ≥ \
+         {BOARD_MIN_RUNS}) before citing it.\n"
+    )
 }
 
 fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -345,7 +366,11 @@ fn none_yet(what: &str, cmd: &str) -> String {
 }
 
 fn with_conditions(rows: &[&Row], body: String) -> String {
-    format!("Conditions: {}.\n\n{body}", conditions(rows))
+    format!(
+        "Conditions: {}.\n\n{body}{}",
+        conditions(rows),
+        few_runs_note(rows)
+    )
 }
 
 pub fn decode_table(rows: &[Row]) -> String {
@@ -761,7 +786,8 @@ pub fn speed_table(rows: &[Row], docs_link: &str) -> String {
             ],
             &[false, false, false, true, true, true],
             &t,
-        ) + "\n",
+        ) + &few_runs_note(&all)
+            + "\n",
         conditions(&all)
     )
 }

@@ -180,9 +180,15 @@ fn boards_render_fixture_tables_charts_and_readme() {
             "–",
             "d5e29d3",
             "2026-11-30",
-            "3"
+            "3†"
         ]
     );
+    // The footnote of a figure below five runs sits under the table that shows one.
+    assert!(
+        ttft.contains("† N below the 5 timed runs a board figure asks for"),
+        "{ttft}"
+    );
+    assert!(!dec.contains("† N below"), "{dec}");
     assert!(line(
         ttft,
         "NVIDIA H200 (cuda) | llama-3.1-8b-bf16.gguf | BF16 | 512"
@@ -305,13 +311,14 @@ fn boards_render_fixture_tables_charts_and_readme() {
             "62.9 [62.8–63.1]",
             "23.9%",
             "9090 [9090–9090] (1024 tokens)",
-            "bfbeb4f, d5e29d3 · 2026-11-30 · N 5 / 3"
+            "bfbeb4f, d5e29d3 · 2026-11-30 · N 5 / 3†"
         ]
     );
     assert_eq!(
         cells(line(speed, "NVIDIA H200 (cuda) | llama-3.1-8b-q8_0.gguf"))[5],
         "–"
     );
+    assert!(speed.contains("† N below the 5"), "{speed}");
     assert!(
         speed.contains("[PERFORMANCE.md](docs/PERFORMANCE.md)"),
         "{speed}"
