@@ -219,21 +219,34 @@ __device__ __forceinline__ void dequant32(const u8* row, int u, float* o) {
 
 // ---- Rotary position embedding (RoFormer, Su et al. 2021) -------------------------------------
 //
-// Rotates pair i of one head vector v in place: angle = p * inv_freq[i] (inv_freq computed on the
-// host as the CPU does), NEOX pairs (i, i + half) or, interleaved, adjacent pairs (2i, 2i + 1).
-// Arithmetic spelled out so every kernel that inlines this rounds identically. Returns the pair's
-// indices in a, b.
-__device__ __forceinline__ void rope_pair(float* v, u32 p, const float* inv_freq, int i, int half, int interleaved,
-                                          int& a, int& b) {
+// Pair i of a head vector: angle = p * inv_freq[i] (inv_freq computed on the host as the CPU
+// does), NEOX pairs (i, i + half) or, interleaved, adjacent pairs (2i, 2i + 1). Arithmetic spelled
+// out so every kernel that inlines it rounds identically.
+//
+// The indices a, b of pair i.
+__device__ __forceinline__ void rope_index(int i, int half, int interleaved, int& a, int& b) {
+    a = interleaved ? 2 * i : i;
+    b = interleaved ? 2 * i + 1 : i + half;
+}
+// The rotation of pair i of a row at position p, on values: (x0, x1) = the row's elements a, b.
+// rope_pair and the split-K reduce's RoPE epilogue (attention.cu) both rotate through it.
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, u32 p, const float* inv_freq, int i) {
     const float angle = __fmul_rn((float)p, inv_freq[i]);
     float s, c;
     sincosf(angle, &s, &c);
-    a = interleaved ? 2 * i : i;
-    b = interleaved ? 2 * i + 1 : i + half;
-    const float x0 = v[a];
-    const float x1 = v[b];
-    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    v[b] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+    const float r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    const float r1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+    x0 = r0;
+    x1 = r1;
+}
+// Rotates pair i of head vector v in place; returns the pair's indices in a, b.
+__device__ __forceinline__ void rope_pair(float* v, u32 p, const float* inv_freq, int i, int half, int interleaved,
+                                          int& a, int& b) {
+    rope_index(i, half, interleaved, a, b);
+    float x0 = v[a], x1 = v[b];
+    rope_rotate(x0, x1, p, inv_freq, i);
+    v[a] = x0;
+    v[b] = x1;
 }
 
 // ---- Linear layers (linear.cu, linear_tc.cu) ----
@@ -435,3 +448,34 @@ __device__ __forceinline__ void tc_staged_a(const u8* w, const u8* sc, int lane,
 // every kernel file is compiled with the same flags, so both round alike; the self-check row
 // "linear_gated_bf16" compares them bit for bit.
 __device__ __forceinline__ float swiglu1(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// ---- Split-K reduces (splitk_reduce.cu, and the RoPE epilogue in attention.cu) ----
+
+// Slices a reduce thread loads before it adds them (loads in flight: run 74's profile had the
+// one-load-then-add loop at 1.5-1.9 TB/s, latency-bound). The adds stay in slice order.
+#define TCS_RED_BATCH 8
+
+// a + b rounded once, element by element.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float4 add_rn(float4 a, float4 b) {
+    return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+}
+
+// The sum over slices of the element (T = float) or four consecutive elements (T = float4, `off`
+// a multiple of 4) at offset `off` of each [M][R] slice of `part` (`mr` = M R floats apart): the
+// first slice as is, then the others added in slice order; TCS_RED_BATCH loads are issued before
+// their adds. Every split-K reduce sums through it, so all give a row the same bits.
+template <typename T>
+__device__ __forceinline__ T slice_sum(const float* part, size_t mr, size_t off, int slices) {
+    T v{};
+    for (int s0 = 0; s0 < slices; s0 += TCS_RED_BATCH) {
+        T p[TCS_RED_BATCH];
+#pragma unroll
+        for (int b = 0; b < TCS_RED_BATCH; ++b)
+            if (s0 + b < slices) p[b] = *reinterpret_cast<const T*>(part + (size_t)(s0 + b) * mr + off);
+#pragma unroll
+        for (int b = 0; b < TCS_RED_BATCH; ++b)
+            if (s0 + b < slices) v = s0 + b == 0 ? p[b] : add_rn(v, p[b]);
+    }
+    return v;
+}

@@ -4,35 +4,6 @@
 // adds a row's slice sums, so the same bits; and the same sums with SwiGLU on top (TCS_GLU).
 #include "common.cuh"
 
-// Slices a reduce thread loads before it adds them (loads in flight: run 74's profile had the
-// one-load-then-add loop at 1.5-1.9 TB/s, latency-bound). The adds stay in slice order.
-#define TCS_RED_BATCH 8
-
-// a + b rounded once, element by element.
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float4 add_rn(float4 a, float4 b) {
-    return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
-}
-
-// The sum over slices of the element (T = float) or four consecutive elements (T = float4, `off`
-// a multiple of 4) at offset `off` of each [M][R] slice of `part` (`mr` = M R floats apart): the
-// first slice as is, then the others added in slice order; TCS_RED_BATCH loads are issued before
-// their adds. Every reduce below sums through it, so all give a row the same bits.
-template <typename T>
-__device__ __forceinline__ T slice_sum(const float* part, size_t mr, size_t off, int slices) {
-    T v{};
-    for (int s0 = 0; s0 < slices; s0 += TCS_RED_BATCH) {
-        T p[TCS_RED_BATCH];
-#pragma unroll
-        for (int b = 0; b < TCS_RED_BATCH; ++b)
-            if (s0 + b < slices) p[b] = *reinterpret_cast<const T*>(part + (size_t)(s0 + b) * mr + off);
-#pragma unroll
-        for (int b = 0; b < TCS_RED_BATCH; ++b)
-            if (s0 + b < slices) v = s0 + b == 0 ? p[b] : add_rn(v, p[b]);
-    }
-    return v;
-}
-
 // y = the slice sums of `part` ([slices][M][R] f32, `slice_sum`), then the bias (null: none),
 // stored to the outputs. Grid: ceil(M R / 256); block 256.
 extern "C" __global__ void linear_tcs_reduce(const float* part, const float* bias, LIN_OUT_PARAMS, int slices) {

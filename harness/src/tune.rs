@@ -11,7 +11,8 @@
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
 //!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
-//!   (SwiGLU in the gate|up reduce, 0 or 1; both by aggregate decode tok/s at bs=32), one at a time
+//!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce, 0 or
+//!   1; all by aggregate decode tok/s at bs=32), one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s,
 //!   and with graphs on, `cuda_graph_bucket`, 1 (a graph per row count) against 8 (steps padded
@@ -322,7 +323,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 21] = [
+        let sweeps: [KnobSweep; 22] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -344,9 +345,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("TCS_GLU", &[0, 1], 0, Some(128), 32),
+            ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
         ];
-        // QTC_SK = 3 (the wgmma split-K form) and the SwiGLU in its reduce (TCS_GLU = 1) run on
-        // sm_90a only.
+        // QTC_SK = 3 (the wgmma split-K form) and the epilogues of its reduce (TCS_GLU = 1,
+        // TCS_ROPE = 1) run on sm_90a only.
         let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
             .is_ok_and(|id| id.compute_capability == (9, 0));
         for (name, cands, default, depth, batch) in sweeps {
@@ -360,7 +362,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             for &v in cands.iter().filter(|&&v| {
                 (name != "ATTN_SPLIT" || v as usize >= c.head_dim)
                     && (name != "QTC_SK" || v != 3 || wgmma)
-                    && (name != "TCS_GLU" || v == 0 || wgmma)
+                    && (!name.starts_with("TCS_") || v == 0 || wgmma)
             }) {
                 let mut d = defines.clone();
                 d.insert(name.into(), v.to_string());

@@ -105,6 +105,7 @@ fn kernel_define_values_are_checked_by_kind() {
         "TCK_MIN_MB = \"40\"",
         "TCK_Q8_0 = \"0\"",
         "TCS_GLU = \"1\"",
+        "TCS_ROPE = \"1\"",
         "QTC_Q8_UNROLL = \"2\"",
         "QTC_Q8_UNROLL_NT = \"2\"",
         "QTC_Q8_UNROLL_BIG = \"4\"",
@@ -124,6 +125,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_BULK = \"2\"", "\"0\" or \"1\""),
         ("TCK_Q8_0 = \"2\"", "\"0\" or \"1\""),
         ("TCS_GLU = \"2\"", "\"0\" or \"1\""),
+        ("TCS_ROPE = \"2\"", "\"0\" or \"1\""),
         ("TCK_MIN_MB = \"65537\"", "TCK_MIN_MB"),
         ("TCK_LDG = \"1\"\nTCK_BULK = \"1\"", "set one"),
         (

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 /// the Q8_0 entries that follow them by default; `QTC_Q8_*`: Q8_0 with `QTC_Q8_0` not 0, the
 /// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
 /// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format;
-/// `TCS_GLU` (SwiGLU in the wgmma split-K reduce of gate|up) needs `QTC = 1` and `QTC_SK = 3`.
+/// `TCS_GLU` and `TCS_ROPE` (SwiGLU in the wgmma split-K reduce of gate|up, RoPE and the KV append
+/// in that of Q|K|V) need `QTC = 1` and `QTC_SK = 3`.
 /// The other knobs always apply.
 pub(super) fn sweep_applies(
     name: &str,
@@ -18,7 +19,7 @@ pub(super) fn sweep_applies(
     fmt: Option<DType>,
 ) -> bool {
     let val = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()).to_string();
-    if name == "TCS_GLU" {
+    if name == "TCS_GLU" || name == "TCS_ROPE" {
         return val("QTC", "0") == "1" && val("QTC_SK", "0") == "3";
     }
     if !name.starts_with("QTC_") {
@@ -98,6 +99,8 @@ mod tests {
         assert!(sweep_applies("TCS_GLU", &sk3, bf16));
         assert!(sweep_applies("TCS_GLU", &sk3, q8));
         assert!(!sweep_applies("TCS_GLU", &d(&[("QTC_SK", "3")]), bf16));
+        assert!(sweep_applies("TCS_ROPE", &sk3, bf16));
+        assert!(!sweep_applies("TCS_ROPE", &qtc, bf16));
         // The current value: own entry, else the defines it follows in the kernel, else default.
         let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);

@@ -1,7 +1,8 @@
 //! The paged KV cache's ops on the device (kernels/attention.cu): appending K/V rows (fused with
 //! RoPE), copying blocks for copy-on-write, and attention over the cache for every query row.
 
-use super::ops::{check, i32_of};
+use super::linear_tc::RopeAppend;
+use super::ops::{check, i32_of, DevMatrix};
 use super::CudaDevice;
 use crate::error::Result;
 use crate::models::RopeStyle;
@@ -135,6 +136,85 @@ impl CudaDevice {
         // manager hands them out).
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+
+    /// The split-K reduce of a Q|K|V matrix with [`CudaDevice::rope_qk_append`] on top
+    /// (kernels/attention.cu `linear_tcs_reduce_rope_append`, TCS_ROPE = 1): from `part`
+    /// (`[slices][m][w.rows]` f32, the split-K form's slice sums) each q/k/v element is summed as
+    /// `linear_tcs_reduce` sums it, then the bias; q and k are rotated as `rope_qk_append_f32`
+    /// rotates them; q, k, v (`ys`: `[m, nh, hd]`, `[m, nkv, hd]`, `[m, nkv, hd]` f32) and the
+    /// cache slots get what the two unfused launches would leave there, bit for bit. Launches
+    /// nothing and returns false when the outputs are not the three of `ra.heads` with
+    /// `ra.inv_freq`'s head_dim for `ra.idx`'s m rows (the caller then reduces as usual).
+    /// Errors: a launch failure.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reduce_rope_append(
+        &self,
+        part: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        slices: u32,
+        ra: &mut RopeAppend<'_>,
+    ) -> Result<bool> {
+        let (nh, nkv) = ra.heads;
+        let hd = ra.inv_freq.len() * 2;
+        if ys.len() != 3
+            || rows != [nh * hd, nkv * hd, nkv * hd]
+            || ra.idx.pos.len() != m
+            || ra.idx.slots.len() != m
+            || w.rows != (nh + 2 * nkv) * hd
+            || hd == 0
+            || hd > 2048
+        {
+            return Ok(false);
+        }
+        let f = self.function("attention.cu", "linear_tcs_reduce_rope_append")?;
+        let cfg = LaunchConfig {
+            grid_dim: (m as u32, (nh + nkv) as u32, 1),
+            block_dim: ((hd / 2) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (mi, nhi, nkvi, hdi) = (
+            i32_of(m, "m")?,
+            i32_of(nh, "heads")?,
+            i32_of(nkv, "kv heads")?,
+            i32_of(hd, "head_dim")?,
+        );
+        let interleaved = i32::from(ra.style == RopeStyle::Interleaved);
+        let si = slices as i32;
+        let null = 0u64;
+        let [q, k, v] = ys else {
+            return Ok(false);
+        };
+        let mut b = self.launcher(&f);
+        b.arg(part);
+        match &w.bias {
+            Some(bias) => b.arg(bias),
+            None => b.arg(&null),
+        };
+        b.arg(&**q)
+            .arg(&**k)
+            .arg(&**v)
+            .arg(&*ra.kc)
+            .arg(&*ra.vc)
+            .arg(&ra.idx.pos)
+            .arg(&ra.idx.slots)
+            .arg(ra.inv_freq)
+            .arg(&mi)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&interleaved)
+            .arg(&si);
+        // SAFETY: linear_tcs_reduce_rope_append(part, bias, q, k, v, kc, vc, pos, slots,
+        // inv_freq, M, nh, nkv, hd, interleaved, slices): part holds slices·m·R f32 written by the
+        // split-K form (R = w.rows = (nh + 2 nkv) hd, checked), bias (or null) R f32, the outputs
+        // m·nh·hd and m·nkv·hd f32 (checked), pos/slots m u32 (checked); the slots index the cache
+        // (the block manager hands them out).
+        unsafe { b.launch(cfg) }?;
+        Ok(true)
     }
 
     /// Copies block `src` to block `dst` of a cache laid out in blocks of `per_block` floats.

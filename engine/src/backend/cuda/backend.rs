@@ -5,6 +5,7 @@
 //! rows beside it (DESIGN.md §3, Level A); CUDA against the CPU backend is Level B (a tolerance).
 
 use super::graph::{Graphs, OwnedGraph, StepBuffers, StepPlan};
+use super::linear_tc::RopeAppend;
 use super::ops::{AttnPath, DevMatrix};
 use super::sample::SampleScratch;
 use super::{CudaDevice, NO_DRIVER};
@@ -501,31 +502,39 @@ fn encode(
         } else {
             dev.rms_norm_residual(d, Some(&mut *x), &l.attn_norm, xn, t, c.rms_eps)?;
         }
-        l.qkv.forward(dev, xn, &mut [q, k, v], canary)?;
-        if let Some(g) = &l.q_norm {
-            dev.rms_norm_residual(q, None, g, q2, t * nh, c.rms_eps)?;
-            std::mem::swap(&mut q, &mut q2);
-        }
-        if let Some(g) = &l.k_norm {
-            dev.rms_norm_residual(k, None, g, k2, t * nkv, c.rms_eps)?;
-            std::mem::swap(&mut k, &mut k2);
-        }
         let window = c.layer_window[li];
         let inv_freq = match (window, &w.inv_freq_local) {
             (Some(_), Some(local)) => local,
             _ => &w.inv_freq_global,
         };
-        dev.rope_qk_append(
-            q,
-            k,
-            v,
-            &mut kc[li],
-            &mut vc[li],
+        let ra = RopeAppend {
+            kc: &mut kc[li],
+            vc: &mut vc[li],
             idx,
             inv_freq,
-            (nh, nkv),
-            c.rope_style,
-        )?;
+            heads: (nh, nkv),
+            style: c.rope_style,
+        };
+        match (&l.qkv, &l.q_norm, &l.k_norm) {
+            // No q/k norm between: the projection, RoPE and the append in one call (with
+            // TCS_ROPE = 1 a split-K reduce does the last two; same bits either way).
+            (Linears::Fused(wqkv), None, None) => {
+                let fuse = dev.define("TCS_ROPE", 0) == 1;
+                dev.linear_qkv_rope(xn, wqkv, [&mut *q, &mut *k, &mut *v], ra, canary, fuse)?;
+            }
+            _ => {
+                l.qkv.forward(dev, xn, &mut [q, k, v], canary)?;
+                if let Some(g) = &l.q_norm {
+                    dev.rms_norm_residual(q, None, g, q2, t * nh, c.rms_eps)?;
+                    std::mem::swap(&mut q, &mut q2);
+                }
+                if let Some(g) = &l.k_norm {
+                    dev.rms_norm_residual(k, None, g, k2, t * nkv, c.rms_eps)?;
+                    std::mem::swap(&mut k, &mut k2);
+                }
+                dev.rope_qk_append(q, k, v, ra.kc, ra.vc, idx, inv_freq, ra.heads, ra.style)?;
+            }
+        }
         // A graphed step whose rows all have one KV split walks it in one kernel (a fixed grid
         // either way; same bits); more splits take the workspace on a fixed split grid.
         let path = match (attn_nz, part.as_mut()) {

@@ -4,9 +4,11 @@
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
 //! kernel defines makes BF16 and Q8_0 matrices take it (see [`tc_enabled`]).
 
+use super::attention::KvIndex;
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix, WeightLayout};
 use super::CudaDevice;
 use crate::error::{Error, Result};
+use crate::models::RopeStyle;
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
@@ -98,6 +100,29 @@ pub fn repack_tc(raw: &[u8], dtype: DType, rows: usize, cols: usize) -> Option<(
     }
 }
 
+/// What a split-K form's reduce may compute from the slice sums instead of storing the outputs
+/// as they are ([`CudaDevice::sk_reduce`]); the same bits as the unfused launches.
+pub enum Epilogue<'a> {
+    /// SwiGLU of a gate|up matrix's two halves into `[m, I]` f32 (TCS_GLU = 1).
+    SwiGlu(&'a mut CudaSlice<f32>),
+    /// RoPE of q and k, then k and v appended to one layer's KV cache (TCS_ROPE = 1).
+    RopeAppend(RopeAppend<'a>),
+}
+
+/// The arguments [`CudaDevice::rope_qk_append`] takes besides q, k and v.
+pub struct RopeAppend<'a> {
+    /// One layer's key and value caches.
+    pub kc: &'a mut CudaSlice<f32>,
+    pub vc: &'a mut CudaSlice<f32>,
+    /// Each row's position and cache slot.
+    pub idx: &'a KvIndex,
+    /// `[head_dim / 2]` f32.
+    pub inv_freq: &'a CudaSlice<f32>,
+    /// (query heads, KV heads).
+    pub heads: (usize, usize),
+    pub style: RopeStyle,
+}
+
 impl CudaDevice {
     /// The K slices of a tensor-core matrix of `rows` rows and the entry-name suffix that has
     /// them: QTC_SPLIT_BIG and "_big" when that is set and `rows` is at least QTC_BIG_ROWS
@@ -138,8 +163,8 @@ impl CudaDevice {
     /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
     /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
     /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
-    /// compute each row identically); QTC_SPLIT warps per block. `glu`: where a split-K form
-    /// runs, its reduce stores SwiGLU(gate, up) there instead of the outputs (see
+    /// compute each row identically); QTC_SPLIT warps per block. `epi`: where a split-K form
+    /// runs, its reduce computes that epilogue instead of storing the outputs as they are (see
     /// [`CudaDevice::sk_reduce`]); returns whether it did. Errors: a launch failure.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_tc(
@@ -150,7 +175,7 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-        mut glu: Option<&mut CudaSlice<f32>>,
+        mut epi: Option<&mut Epilogue<'_>>,
     ) -> Result<bool> {
         debug_assert_eq!(w.layout, WeightLayout::Tc);
         let (k, r) = (w.cols, w.rows);
@@ -181,16 +206,16 @@ impl CudaDevice {
             && w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20
             && (w.dtype != DType::Q8_0 || self.define("TCK_Q8_0", 1) != 0)
         {
-            if let Some(glu_done) =
-                self.linear_tck(x, w, ys, rows, m, split_canary, glu.as_deref_mut())?
+            if let Some(epi_done) =
+                self.linear_tck(x, w, ys, rows, m, split_canary, epi.as_deref_mut())?
             {
-                return Ok(glu_done);
+                return Ok(epi_done);
             }
         }
         let sk_big = w.dtype == DType::BF16 && self.tc_split(r).1 == "_big";
         if (sk == 1 || (sk == 2 && sk_big)) && (9..=32).contains(&m) {
-            if let Some(glu_done) = self.linear_tcs(x, w, ys, rows, m, split_canary, glu)? {
-                return Ok(glu_done);
+            if let Some(epi_done) = self.linear_tcs(x, w, ys, rows, m, split_canary, epi)? {
+                return Ok(epi_done);
             }
         }
         let nt: u32 = match m.div_ceil(8) {
@@ -230,7 +255,7 @@ impl CudaDevice {
     /// Grid: (slices, row runs, token groups of 8 · NT) with about QTC_SK_WAVES (default 1)
     /// blocks per SM; QTC_SK_WARPS warps (default 8). Returns `None` (nothing launched) when the
     /// slice's staged x or the slice sums do not fit (shared memory, [`SK_SCRATCH_FLOATS`]),
-    /// else whether the reduce took the SwiGLU epilogue into `glu` ([`CudaDevice::sk_reduce`]).
+    /// else whether the reduce took the epilogue `epi` ([`CudaDevice::sk_reduce`]).
     /// Errors: another format, the buffer's allocation (out of device memory, or first use
     /// inside a CUDA graph capture), a launch failure.
     #[allow(clippy::too_many_arguments)]
@@ -242,7 +267,7 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-        glu: Option<&mut CudaSlice<f32>>,
+        epi: Option<&mut Epilogue<'_>>,
     ) -> Result<Option<bool>> {
         let (k, r) = (w.cols, w.rows);
         let nt: u32 = if m <= 16 { 2 } else { 4 };
@@ -287,7 +312,7 @@ impl CudaDevice {
         // linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
         // SK_SCRATCH_FLOATS f32 (checked above).
         unsafe { b.launch(cfg) }?;
-        self.sk_reduce(part, w, ys, rows, m, slices, glu).map(Some)
+        self.sk_reduce(part, w, ys, rows, m, slices, epi).map(Some)
     }
 
     /// `linear_tcs_reduce` (or its four-rows-a-thread twin `linear_tcs_reduce4`, when the row
@@ -295,10 +320,13 @@ impl CudaDevice {
     /// slice sums of `part` (`[slices][m][w.rows]` f32) added in slice order (the first as is),
     /// then the bias, to the outputs (checked by [`CudaDevice::linear_split`]).
     ///
-    /// With `glu` (`[m, I]` f32) and a gate|up matrix of two outputs of I rows each, I a
-    /// multiple of 4, `linear_tcs_reduce_swiglu` stores SwiGLU(gate, up) to `glu` instead, from
-    /// the same sums (the bits [`CudaDevice::gated_act`] would give from the outputs), and the
-    /// outputs are left unwritten; returns whether it did. Errors: a launch failure.
+    /// With [`Epilogue::SwiGlu`] (`[m, I]` f32) and a gate|up matrix of two outputs of I rows
+    /// each, I a multiple of 4, `linear_tcs_reduce_swiglu` stores SwiGLU(gate, up) there instead,
+    /// from the same sums (the bits [`CudaDevice::gated_act`] would give from the outputs), and
+    /// the outputs are left unwritten. With [`Epilogue::RopeAppend`] and a Q|K|V matrix whose
+    /// three outputs match its heads, the reduce rotates and appends as
+    /// [`CudaDevice::rope_qk_append`] would after it ([`CudaDevice::reduce_rope_append`]).
+    /// Returns whether an epilogue ran. Errors: a launch failure.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn sk_reduce(
         &self,
@@ -308,32 +336,43 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         slices: u32,
-        glu: Option<&mut CudaSlice<f32>>,
+        epi: Option<&mut Epilogue<'_>>,
     ) -> Result<bool> {
         let inter = rows[0];
-        if let Some(out) = glu.filter(|o| {
-            rows.len() == 2 && rows[1] == inter && inter.is_multiple_of(4) && o.len() == m * inter
-        }) {
-            let f = self.function("splitk_reduce.cu", "linear_tcs_reduce_swiglu")?;
-            let (mi, ii, si) = (i32_of(m, "m")?, i32_of(inter, "I")?, slices as i32);
-            let null = 0u64;
-            let mut b = self.launcher(&f);
-            b.arg(part);
-            match &w.bias {
-                Some(bias) => b.arg(bias),
-                None => b.arg(&null),
-            };
-            b.arg(&*out).arg(&mi).arg(&ii).arg(&si);
-            let cfg = LaunchConfig {
-                grid_dim: ((m * inter).div_ceil(1024) as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: linear_tcs_reduce_swiglu(part, bias, out, M, I, slices): part holds
-            // slices·m·2I f32 written by the split-K form, bias (or null) 2I f32, out m·I f32
-            // (checked above).
-            unsafe { b.launch(cfg) }?;
-            return Ok(true);
+        match epi {
+            Some(Epilogue::RopeAppend(ra)) => {
+                if self.reduce_rope_append(part, w, ys, rows, m, slices, ra)? {
+                    return Ok(true);
+                }
+            }
+            Some(Epilogue::SwiGlu(out))
+                if rows.len() == 2
+                    && rows[1] == inter
+                    && inter.is_multiple_of(4)
+                    && out.len() == m * inter =>
+            {
+                let f = self.function("splitk_reduce.cu", "linear_tcs_reduce_swiglu")?;
+                let (mi, ii, si) = (i32_of(m, "m")?, i32_of(inter, "I")?, slices as i32);
+                let null = 0u64;
+                let mut b = self.launcher(&f);
+                b.arg(part);
+                match &w.bias {
+                    Some(bias) => b.arg(bias),
+                    None => b.arg(&null),
+                };
+                b.arg(&**out).arg(&mi).arg(&ii).arg(&si);
+                let cfg = LaunchConfig {
+                    grid_dim: ((m * inter).div_ceil(1024) as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: linear_tcs_reduce_swiglu(part, bias, out, M, I, slices): part holds
+                // slices·m·2I f32 written by the split-K form, bias (or null) 2I f32, out m·I f32
+                // (checked above).
+                unsafe { b.launch(cfg) }?;
+                return Ok(true);
+            }
+            _ => {}
         }
         let (k, r) = (w.cols, w.rows);
         // Four rows a thread (`linear_tcs_reduce4`, the same adds) where no output boundary or

@@ -5,7 +5,7 @@
 //! QTC_GEMM = 3 (kernels/linear_tcw.cu, sm_90a only): Hopper's warpgroup MMA, which run 61 found
 //! bit-identical to mma.sync m16n8k16.
 
-use super::linear_tc::{SK_SCRATCH_FLOATS, SMEM_MAX, TC_TILE_ROWS};
+use super::linear_tc::{Epilogue, SK_SCRATCH_FLOATS, SMEM_MAX, TC_TILE_ROWS};
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
 use super::CudaDevice;
 use crate::error::{Error, Result};
@@ -174,7 +174,7 @@ impl CudaDevice {
     /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one
     /// bulk copy a warp and batch (TCK_BULK = 1). Returns `None` (nothing launched) when the
     /// slice's x and the rings do not fit in shared memory or the slice sums in
-    /// [`SK_SCRATCH_FLOATS`], else whether the reduce took the SwiGLU epilogue into `glu`
+    /// [`SK_SCRATCH_FLOATS`], else whether the reduce took the epilogue `epi`
     /// ([`CudaDevice::sk_reduce`]). Errors: a device without wgmma (not sm_90a), another format,
     /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
     /// the shared-memory opt-in, a launch failure.
@@ -187,7 +187,7 @@ impl CudaDevice {
         rows: &[usize],
         m: usize,
         split_canary: bool,
-        glu: Option<&mut CudaSlice<f32>>,
+        epi: Option<&mut Epilogue<'_>>,
     ) -> Result<Option<bool>> {
         self.require_wgmma("split-K linear: QTC_SK = 3")?;
         let (k, r) = (w.cols, w.rows);
@@ -245,7 +245,7 @@ impl CudaDevice {
         // by linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
         // SK_SCRATCH_FLOATS f32 (checked above); the grid covers every row group once.
         unsafe { b.launch(cfg) }?;
-        self.sk_reduce(part, w, ys, rows, m, slices, glu).map(Some)
+        self.sk_reduce(part, w, ys, rows, m, slices, epi).map(Some)
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most

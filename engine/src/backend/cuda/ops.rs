@@ -1,6 +1,7 @@
 //! Launch wrappers for the kernels of `kernels/*.cu`: shapes are checked here, grids derived from
 //! the tuned constants, and every launch goes on the device's stream. Activations are f32.
 
+use super::linear_tc::{Epilogue, RopeAppend};
 use super::CudaDevice;
 use crate::error::{Error, Result};
 use crate::models::{Activation, RopeStyle};
@@ -397,7 +398,7 @@ impl CudaDevice {
         ys: &mut [&mut CudaSlice<f32>],
         split_canary: bool,
     ) -> Result<()> {
-        self.linear_split_glu(x, w, ys, split_canary, None)?;
+        self.linear_split_epi(x, w, ys, split_canary, None)?;
         Ok(())
     }
 
@@ -421,28 +422,71 @@ impl CudaDevice {
         split_canary: bool,
         fuse: bool,
     ) -> Result<bool> {
-        let glu = if fuse && act == Activation::Silu {
-            Some(&mut *out)
+        if fuse && act == Activation::Silu {
+            let mut epi = Epilogue::SwiGlu(&mut *out);
+            if self.linear_split_epi(x, w, &mut [gate, up], split_canary, Some(&mut epi))? {
+                return Ok(true);
+            }
         } else {
-            None
-        };
-        if self.linear_split_glu(x, w, &mut [gate, up], split_canary, glu)? {
-            return Ok(true);
+            self.linear_split_epi(x, w, &mut [gate, up], split_canary, None)?;
         }
         self.gated_act(gate, up, out, act)?;
         Ok(false)
     }
 
-    /// [`CudaDevice::linear_split`], with `glu` passed to the tensor-core forms
-    /// ([`CudaDevice::linear_tc`]); returns whether `glu` got SwiGLU of the two outputs (they are
-    /// then unwritten).
-    fn linear_split_glu(
+    /// A Q|K|V matrix (`w`: the q rows, then k, then v) into `q` (`[m, nh, hd]` f32), `k` and
+    /// `v` (`[m, nkv, hd]`), then [`CudaDevice::rope_qk_append`] with `ra`'s cache, positions
+    /// and frequencies. With `fuse` (the model's forward passes TCS_ROPE = 1 where no q/k norm
+    /// sits between; the self-check both values) and a split-K form taken, its reduce does the
+    /// rotation and the append itself from the same sums
+    /// ([`CudaDevice::reduce_rope_append`]: the same bits, one launch and the q/k/v round trip
+    /// less); returns whether it did. Errors: as the two calls.
+    pub fn linear_qkv_rope(
+        &self,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        [q, k, v]: [&mut CudaSlice<f32>; 3],
+        ra: RopeAppend<'_>,
+        split_canary: bool,
+        fuse: bool,
+    ) -> Result<bool> {
+        if fuse {
+            let mut epi = Epilogue::RopeAppend(RopeAppend {
+                kc: &mut *ra.kc,
+                vc: &mut *ra.vc,
+                ..ra
+            });
+            let ys: &mut [&mut CudaSlice<f32>] = &mut [&mut *q, &mut *k, &mut *v];
+            if self.linear_split_epi(x, w, ys, split_canary, Some(&mut epi))? {
+                return Ok(true);
+            }
+        } else {
+            self.linear_split_epi(x, w, &mut [&mut *q, &mut *k, &mut *v], split_canary, None)?;
+        }
+        self.rope_qk_append(
+            q,
+            k,
+            v,
+            ra.kc,
+            ra.vc,
+            ra.idx,
+            ra.inv_freq,
+            ra.heads,
+            ra.style,
+        )?;
+        Ok(false)
+    }
+
+    /// [`CudaDevice::linear_split`], with `epi` passed to the tensor-core forms
+    /// ([`CudaDevice::linear_tc`]); returns whether a split-K reduce took it (the outputs are
+    /// then as [`CudaDevice::sk_reduce`] says).
+    fn linear_split_epi(
         &self,
         x: &CudaSlice<f32>,
         w: &DevMatrix,
         ys: &mut [&mut CudaSlice<f32>],
         split_canary: bool,
-        glu: Option<&mut CudaSlice<f32>>,
+        epi: Option<&mut Epilogue<'_>>,
     ) -> Result<bool> {
         let (k, r) = (w.cols, w.rows);
         let m = x.len() / k.max(1);
@@ -469,7 +513,7 @@ impl CudaDevice {
             return Ok(false);
         }
         if w.layout == WeightLayout::Tc {
-            return self.linear_tc(x, w, ys, &rows, m, split_canary, glu);
+            return self.linear_tc(x, w, ys, &rows, m, split_canary, epi);
         }
         if m > 1
             && w.layout == WeightLayout::Lanes

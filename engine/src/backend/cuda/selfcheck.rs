@@ -137,8 +137,7 @@ fn same_bits(passes: &[(usize, Vec<f32>)], row: usize) -> bool {
     })
 }
 
-/// Runs every kernel's check on `dev`. Errors only when a kernel cannot be compiled or launched;
-/// numerical failures are rows with `passed() == false`.
+/// Runs every kernel's check on `dev`. Errors only when a kernel cannot be compiled or launched; numerical failures are rows with `passed() == false`.
 pub fn run_all(dev: &CudaDevice) -> Result<Vec<CheckRow>> {
     let mut rng = Rng(0x006d_656d_7261);
     let mut rows = Vec::new();
@@ -148,6 +147,7 @@ pub fn run_all(dev: &CudaDevice) -> Result<Vec<CheckRow>> {
     rows.extend(check_linear(dev, &mut rng)?);
     rows.extend(check_act(dev, &mut rng)?);
     rows.extend(super::selfcheck_gated::check_gated(dev, &mut rng)?);
+    rows.extend(super::selfcheck_gated::check_qkv_rope(dev, &mut rng)?);
     rows.extend(check_attention(dev, &mut rng)?);
     rows.extend(check_sample(dev, &mut rng)?);
     Ok(rows)

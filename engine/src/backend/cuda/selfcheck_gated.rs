@@ -1,13 +1,27 @@
-//! Self-check of the split-K forms' reduces on a gate|up projection: `linear_tcs_reduce4` (the
-//! outputs, then `swiglu_f32`) and `linear_tcs_reduce_swiglu` (TCS_GLU = 1: SwiGLU in the reduce),
-//! each against the one-token form's rows, bit for bit.
+//! Self-check of the split-K forms' reduces and their epilogues, each against the one-token
+//! form's rows, bit for bit: on a gate|up projection `linear_tcs_reduce4` (the outputs, then
+//! `swiglu_f32`) and `linear_tcs_reduce_swiglu` (TCS_GLU = 1: SwiGLU in the reduce); on a Q|K|V
+//! projection the reduce then `rope_qk_append_f32`, and `linear_tcs_reduce_rope_append`
+//! (TCS_ROPE = 1: RoPE and the KV append in the reduce).
 
+use super::attention::KvIndex;
+use super::linear_tc::RopeAppend;
 use super::ops::DevMatrix;
 use super::selfcheck::{random_weights, CheckRow, Rng};
 use super::{drv, CudaDevice};
 use crate::error::Result;
-use crate::models::Activation;
+use crate::models::{Activation, RopeStyle};
 use crate::quant::DType;
+
+/// Whether the defines route `m` = 9 to 32 tokens of a BF16 matrix of `mib` MiB to the wgmma
+/// split-K form (QTC = 1, QTC_SK = 3 on sm_90a, TCK_MIN_MB at most `mib`): a fused pass must then
+/// take its epilogue.
+fn routed(dev: &CudaDevice, mib: u32) -> bool {
+    dev.define("QTC", 0) == 1
+        && dev.define("QTC_SK", 0) == 3
+        && dev.info().arch == "sm_90a"
+        && dev.define("TCK_MIN_MB", 0) <= mib
+}
 
 /// A BF16 gate|up matrix of 2 × 8,192 rows by 2,048 (64 MiB: past the H200 defaults'
 /// TCK_MIN_MB, and QTC_BIG_ROWS rows, as an 8B model's), with a bias. Each token alone (M = 1,
@@ -60,10 +74,7 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
             }
         }
     }
-    let routed = dev.define("QTC", 0) == 1
-        && dev.define("QTC_SK", 0) == 3
-        && dev.info().arch == "sm_90a"
-        && dev.define("TCK_MIN_MB", 0) <= 64;
+    let routed = routed(dev, 64);
     Ok(vec![CheckRow {
         op: "linear_gated_bf16 (split-K reduces)".into(),
         case: format!(
@@ -72,6 +83,131 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
         ),
         max_abs_diff: diff,
         tolerance: "bit-equal to the one-token rows, unfused and fused".into(),
+        within: same && (!routed || taken.iter().all(|&t| t)),
+        batch_identical: Some(same),
+    }])
+}
+
+/// A BF16 Q|K|V matrix of Llama-3.1-8B's attention shape (32 query and 8 KV heads of 128, K =
+/// 4,096: 6,144 rows, 48 MiB, past the H200 defaults' TCK_MIN_MB) with a bias, both RoPE
+/// styles. Each token alone (M = 1, the one-token form, then `rope_qk_append_f32`) is the
+/// reference for q, k, v and its cache slot; at M = 9, 16 and 32, [`CudaDevice::linear_qkv_rope`]
+/// unfused and fused must give every token the same bits there. Where the defines route these M
+/// to the wgmma split-K form, the fused passes must have taken the epilogue, else the row fails.
+pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
+    let s = dev.stream();
+    let (nh, nkv, hd, k) = (32usize, 8usize, 128usize, 4096usize);
+    let (qw, kw) = (nh * hd, nkv * hd);
+    let r = qw + 2 * kw;
+    let ms = [9usize, 16, 32];
+    let mmax = *ms.last().expect("ms");
+    let wb = random_weights(rng, DType::BF16, r, k);
+    let bias = rng.vec(r, -1.0, 1.0);
+    let w = DevMatrix::upload_repacked(dev, &wb, DType::BF16, r, k, Some(&bias))?;
+    let x = rng.vec(mmax * k, -1.0, 1.0);
+    let pos: Vec<u32> = (0..mmax).map(|_| (rng.next_u64() % 8192) as u32).collect();
+    // Distinct slots, not in token order; a cache of 64 slots.
+    let slots: Vec<u32> = (0..mmax as u32).map(|t| (t * 5 + 3) % 64).collect();
+    let cache = 64 * kw;
+    let inv: Vec<f32> = (0..hd / 2)
+        .map(|i| 1.0 / 500000f32.powf((2 * i) as f32 / hd as f32))
+        .collect();
+    let fd = s.clone_htod(&inv).map_err(drv)?;
+    // q, k, v and the two caches as a pass leaves them (caches start at zero, or as given).
+    type Out = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>);
+    let pass = |t0: usize,
+                m: usize,
+                fuse: bool,
+                style: RopeStyle,
+                caches: Option<(&[f32], &[f32])>|
+     -> Result<(Out, bool)> {
+        let xd = s.clone_htod(&x[t0 * k..(t0 + m) * k]).map_err(drv)?;
+        let idx = KvIndex {
+            pos: s.clone_htod(&pos[t0..t0 + m]).map_err(drv)?,
+            slots: s.clone_htod(&slots[t0..t0 + m]).map_err(drv)?,
+            row_tab: s.clone_htod(&vec![0u32; m]).map_err(drv)?,
+            tables: s.clone_htod(&[0u32]).map_err(drv)?,
+            host_pos: pos[t0..t0 + m].to_vec(),
+        };
+        let (mut kc, mut vc) = match caches {
+            Some((kh, vh)) => (
+                s.clone_htod(kh).map_err(drv)?,
+                s.clone_htod(vh).map_err(drv)?,
+            ),
+            None => (
+                s.alloc_zeros::<f32>(cache).map_err(drv)?,
+                s.alloc_zeros::<f32>(cache).map_err(drv)?,
+            ),
+        };
+        let mut q = s.alloc_zeros::<f32>(m * qw).map_err(drv)?;
+        let mut kk = s.alloc_zeros::<f32>(m * kw).map_err(drv)?;
+        let mut v = s.alloc_zeros::<f32>(m * kw).map_err(drv)?;
+        let ra = RopeAppend {
+            kc: &mut kc,
+            vc: &mut vc,
+            idx: &idx,
+            inv_freq: &fd,
+            heads: (nh, nkv),
+            style,
+        };
+        let took = dev.linear_qkv_rope(&xd, &w, [&mut q, &mut kk, &mut v], ra, false, fuse)?;
+        let h = |d: &cudarc::driver::CudaSlice<f32>| s.clone_dtoh(d).map_err(drv);
+        Ok(((h(&q)?, h(&kk)?, h(&v)?, h(&kc)?, h(&vc)?), took))
+    };
+    let (mut same, mut taken, mut diff) = (true, Vec::new(), 0f32);
+    for style in [RopeStyle::Neox, RopeStyle::Interleaved] {
+        // The reference: each token alone, its cache slot written into one shared cache.
+        let (mut sq, mut sk, mut sv) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut skc, mut svc) = (vec![0f32; cache], vec![0f32; cache]);
+        for t in 0..mmax {
+            let ((q, kk, v, kc, vc), _) = pass(t, 1, false, style, Some((&skc, &svc)))?;
+            sq.extend(q);
+            sk.extend(kk);
+            sv.extend(v);
+            (skc, svc) = (kc, vc);
+        }
+        for &m in &ms {
+            for fuse in [false, true] {
+                let ((q, kk, v, kc, vc), t) = pass(0, m, fuse, style, None)?;
+                if fuse {
+                    taken.push(t);
+                }
+                // The cache: the slots of the first m tokens, the rest untouched (zero).
+                let mut want_kc = vec![0f32; cache];
+                let mut want_vc = vec![0f32; cache];
+                for &sl in &slots[..m] {
+                    let o = sl as usize * kw;
+                    want_kc[o..o + kw].copy_from_slice(&skc[o..o + kw]);
+                    want_vc[o..o + kw].copy_from_slice(&svc[o..o + kw]);
+                }
+                let pairs = [
+                    (&q, &sq[..m * qw]),
+                    (&kk, &sk[..m * kw]),
+                    (&v, &sv[..m * kw]),
+                    (&kc, &want_kc[..]),
+                    (&vc, &want_vc[..]),
+                ];
+                for (got, want) in pairs {
+                    same &= got.len() == want.len();
+                    for (a, b) in got.iter().zip(want) {
+                        same &= a.to_bits() == b.to_bits();
+                        diff = diff.max((a - b).abs());
+                    }
+                }
+            }
+        }
+    }
+    let routed = routed(dev, 48);
+    Ok(vec![CheckRow {
+        op: "linear_qkv_rope_bf16 (split-K reduce + RoPE + KV append)".into(),
+        case: format!(
+            "K={k} heads={nh}/{nkv}x{hd} M={ms:?} against M=1, bias, Neox and interleaved; \
+             reduce took RoPE: {taken:?}{}",
+            if routed { " (required)" } else { "" }
+        ),
+        max_abs_diff: diff,
+        tolerance: "q, k, v and the cache slots bit-equal to the one-token rows, unfused and fused"
+            .into(),
         within: same && (!routed || taken.iter().all(|&t| t)),
         batch_identical: Some(same),
     }])
