@@ -339,11 +339,9 @@ impl CudaDevice {
         epi: Option<&mut Epilogue<'_>>,
     ) -> Result<bool> {
         let inter = rows[0];
-        match epi {
+        let done = match epi {
             Some(Epilogue::RopeAppend(ra)) => {
-                if self.reduce_rope_append(part, w, ys, rows, m, slices, ra)? {
-                    return Ok(true);
-                }
+                self.reduce_rope_append(part, w, ys, rows, m, slices, ra)?
             }
             Some(Epilogue::SwiGlu(out))
                 if rows.len() == 2
@@ -370,9 +368,12 @@ impl CudaDevice {
                 // slices·m·2I f32 written by the split-K form, bias (or null) 2I f32, out m·I f32
                 // (checked above).
                 unsafe { b.launch(cfg) }?;
-                return Ok(true);
+                true
             }
-            _ => {}
+            _ => false,
+        };
+        if done {
+            return Ok(true);
         }
         let (k, r) = (w.cols, w.rows);
         // Four rows a thread (`linear_tcs_reduce4`, the same adds) where no output boundary or
