@@ -69,10 +69,25 @@ pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
     if want_cuda && cuda::driver_present() {
         return probe_cuda(args, cfg);
     }
-    if cfg.backend == "cuda" || args.self_check {
+    if args.self_check || args.bench_kernels {
+        let what = if args.self_check {
+            "--self-check"
+        } else {
+            "--bench-kernels"
+        };
+        if cfg.backend == "cpu" {
+            bail!("{what} runs the CUDA kernels; it needs --backend cuda (or auto) and a GPU");
+        }
+        bail!("{what}: {}", cuda::NO_DRIVER);
+    }
+    if cfg.backend == "cuda" {
         bail!("{}", cuda::NO_DRIVER);
     }
-    probe_cpu();
+    probe_cpu(if cfg.backend == "cpu" {
+        "--backend cpu"
+    } else {
+        "no CUDA driver found"
+    });
     Ok(())
 }
 
@@ -206,9 +221,10 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
     Ok(())
 }
 
-fn probe_cpu() {
+/// The CPU's cores and memory copy bandwidth; `why` says why the CPU was probed.
+fn probe_cpu(why: &str) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("device        cpu ({})", cuda::NO_DRIVER);
+    println!("device        cpu ({why})");
     println!("cores         {cores}");
     let one = cpu_copy_bandwidth(1);
     println!("memory copy   {one:.1} GB/s (256 MiB, one thread, read + write, best of 5)");

@@ -149,7 +149,10 @@ fn today_utc() -> String {
 
 /// Runs `memra tune`.
 pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
-    let reps = args.reps.max(1);
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let reps = args.reps;
     if let Some(w) = args
         .what
         .iter()

@@ -451,30 +451,36 @@ fn compare_flags_an_altered_reference() {
 /// `--vs` measures each anchor on each decode cell and records it in the row; an anchor that
 /// cannot run (here: no llama-bench binary; the HF anchors need an HF checkpoint, and this GGUF
 /// model's HF sibling is only written for bf16/f16 synthetic models) is recorded with its error,
-/// and the row keeps memra's own figure.
+/// the row keeps memra's own figure, and the command says so and exits non-zero.
 #[test]
 fn vs_anchors_are_recorded_per_cell() {
     let b = Bench::new();
-    let rows = b.rows(
-        "vs.jsonl",
-        &[
-            "decode",
-            "--batch",
-            "1",
-            "--depth",
-            "8",
-            "--new-tokens",
-            "6",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--vs",
-            "llama.cpp,hf-eager",
-            "--llama-bench",
-            "/nonexistent/llama-bench",
-        ],
-    );
+    let out = b.path("vs.jsonl");
+    let o = b.run(&[
+        "decode",
+        "--batch",
+        "1",
+        "--depth",
+        "8",
+        "--new-tokens",
+        "6",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--vs",
+        "llama.cpp,hf-eager",
+        "--llama-bench",
+        "/nonexistent/llama-bench",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("anchor llama.cpp on "), "{err}");
+    assert!(err.contains("failed: "), "{err}");
+    assert!(err.contains("2 anchor measurement(s) failed"), "{err}");
+    let rows = read_rows(&out);
     assert_eq!(rows.len(), 1);
     let a = &rows[0]["anchor"];
     let l = a["llama.cpp"]["error"].as_str().unwrap();
@@ -510,7 +516,7 @@ fn ttft_vs_llama_cpp_records_prompt_ms() {
         "--warmup",
         "0",
         "--vs",
-        "llama.cpp,hf-eager",
+        "llama.cpp",
         "--llama-bench",
         fake.to_str().unwrap(),
         "--out",
@@ -548,8 +554,45 @@ fn ttft_vs_llama_cpp_records_prompt_ms() {
         let n = r["params"]["prompt_len"].as_u64().unwrap();
         assert_eq!(a["extra"]["n_prompt"].as_u64(), Some(n));
         assert!((f(a, "ratio") - f(r, "median") / f(a, "median")).abs() < 1e-12);
-        let h = r["anchor"]["hf-eager"]["error"].as_str().unwrap();
-        assert!(h.contains("decode only"), "{h}");
+    }
+    // The HF anchors time decode only: asking for one on ttft cells is refused before anything
+    // runs.
+    let o = b.run(&["ttft", "--prompt-len", "16", "--vs", "hf-eager"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("decode only"), "{err}");
+}
+
+/// Cells that cannot be measured as asked are refused before anything runs, naming the flag.
+#[test]
+fn impossible_cells_are_refused() {
+    let b = Bench::new();
+    for (args, says) in [
+        (
+            &["decode", "--batch", "0"][..],
+            "--batch must be at least 1",
+        ),
+        (
+            &["decode", "--depth", "0"][..],
+            "--depth must be at least 1",
+        ),
+        (&["decode", "--new-tokens", "1"][..], "at least 2"),
+        (
+            &["decode", "--depth", "9000", "--new-tokens", "16"][..],
+            "beyond the model's context",
+        ),
+        (
+            &["ttft", "--prompt-len", "0"][..],
+            "--prompt-len must be at least 1",
+        ),
+        (
+            &["ttft", "--prompt-len", "9000"][..],
+            "no --prompt-len fits",
+        ),
+    ] {
+        let o = b.run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
 

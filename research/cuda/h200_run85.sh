@@ -4,8 +4,8 @@
 # kernels/attention.cu linear_tcs_reduce_rope_append; models with no q/k norm only).
 # 1. Self-check with TCS_ROPE = 1 (the row does not depend on it: it runs both): the new row
 #    "linear_qkv_rope_bf16 (split-K reduce + RoPE + KV append)" must say "reduce took RoPE:
-#    [true x 6] (required)" and PASS (q, k, v and the cache slots bit-equal to the one-token rows,
-#    unfused and fused, both RoPE styles).
+#    [true x 12] (required)" and PASS (q, k, v and the cache slots bit-equal to the one-token rows,
+#    unfused and fused, both RoPE styles, with and without a bias).
 # 2. CUDA lane tiny (llama-shaped, no q/k norm: the fused path) with TCS_ROPE = 1 and
 #    TCK_MIN_MB = 0 (the small models' matrices on the split-K forms); qwen3 (q/k norms: the
 #    unfused path) as a control.

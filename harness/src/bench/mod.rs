@@ -16,7 +16,7 @@ mod anchors;
 mod compare;
 mod prefix;
 mod rounds;
-mod rows;
+pub(crate) mod rows;
 mod sched;
 mod serve;
 mod spec;
@@ -26,6 +26,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use memra_engine::engine::{Engine, GenerateRequest};
 use memra_engine::loader::LoadedModel;
+use memra_engine::models::ModelConfig;
 use memra_engine::sample::SamplingParams;
 use rows::{Env, Row, Stats};
 use std::path::PathBuf;
@@ -306,6 +307,14 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     {
         bail!("--vs anchors are measured for decode and ttft cells only");
     }
+    if args.compare.is_none() && args.scenario == Some(Scenario::Ttft) {
+        if let Some(a) = args.vs.iter().find(|a| **a != anchors::Anchor::LlamaCpp) {
+            let name = a
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string());
+            bail!("--vs {name}: the HF anchors time decode only; ttft cells take --vs llama.cpp");
+        }
+    }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let env = Env::measure(cfg, &loaded, &path)?;
@@ -328,6 +337,7 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         return compare::run(args, &mut ctx, reference, out.as_deref());
     }
     let scenario = args.scenario.context("name a scenario")?;
+    check_cells(scenario, args, &ctx.loaded.model.config)?;
     let out = out.expect("set without --compare");
     eprintln!(
         "bench {} on {} ({}), copy bandwidth {:.0} GB/s; rows -> {}",
@@ -390,6 +400,65 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
     }
     rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     print!("{}", rows::table(&rows));
+    let failed = rows
+        .iter()
+        .filter_map(|r| r.anchor.as_ref()?.as_object())
+        .flat_map(|m| m.values())
+        .filter(|v| v.get("error").is_some())
+        .count();
+    if failed > 0 {
+        bail!(
+            "{failed} anchor measurement(s) failed (errors above; the rows were written with each \
+             anchor's `error`)"
+        );
+    }
+    Ok(())
+}
+
+/// Rejects decode and ttft cells that cannot be measured as asked, before anything runs:
+/// `--batch 0`, `--depth 0`, `--new-tokens` below 2, a depth plus new tokens past the model's
+/// context (`max_context` positions; 0 = unknown, unchecked), `--prompt-len 0`, or no prompt
+/// length that fits (a prompt and its first token take `prompt_len + 1` positions; longer ones
+/// are skipped with a note).
+fn check_cells(scenario: Scenario, args: &BenchArgs, c: &ModelConfig) -> Result<()> {
+    let ctx = c.max_context;
+    match scenario {
+        Scenario::Decode => {
+            if args.batch.contains(&0) {
+                bail!("--batch must be at least 1");
+            }
+            if args.depth.contains(&0) {
+                bail!("--depth must be at least 1 (a decode needs a prompt)");
+            }
+            if args.new_tokens < 2 {
+                bail!("decode needs --new-tokens of at least 2 (the first comes from prefill)");
+            }
+            if let Some(d) = args
+                .depth
+                .iter()
+                .find(|&&d| ctx > 0 && d + args.new_tokens > ctx)
+            {
+                bail!(
+                    "--depth {d} plus --new-tokens {} is {} positions, beyond the model's \
+                     context of {ctx} tokens",
+                    args.new_tokens,
+                    d + args.new_tokens
+                );
+            }
+        }
+        Scenario::Ttft => {
+            if args.prompt_len.contains(&0) {
+                bail!("--prompt-len must be at least 1");
+            }
+            if ctx > 0 && args.prompt_len.iter().all(|&l| l + 1 > ctx) {
+                bail!(
+                    "no --prompt-len fits the model's context of {ctx} tokens (a prompt and its \
+                     first token take prompt_len + 1 positions)"
+                );
+            }
+        }
+        _ => {}
+    }
     Ok(())
 }
 
@@ -446,8 +515,10 @@ fn measure_anchors(args: &BenchArgs, ctx: &Ctx) -> Vec<(serde_json::Value, serde
                 .to_possible_value()
                 .map_or("?".into(), |v| v.get_name().to_string());
             eprintln!("anchor {name} on {params}");
-            let v = anchors::measure(a, &cell, &inp)
-                .unwrap_or_else(|e| serde_json::json!({"name": name, "error": format!("{e:#}")}));
+            let v = anchors::measure(a, &cell, &inp).unwrap_or_else(|e| {
+                eprintln!("anchor {name} on {params} failed: {e:#}");
+                serde_json::json!({"name": name, "error": format!("{e:#}")})
+            });
             all.insert(name, v);
         }
         out.push((params, serde_json::Value::Object(all)));
@@ -531,7 +602,9 @@ fn ttft(
     for &len in &args.prompt_len {
         if c.max_context > 0 && len + 1 > c.max_context {
             eprintln!(
-                "ttft: skipping the {len}-token prompt: beyond the model's context of {} tokens",
+                "ttft: skipping the {len}-token prompt: with its first token it takes {} \
+                 positions, beyond the model's context of {} tokens",
+                len + 1,
                 c.max_context
             );
             continue;

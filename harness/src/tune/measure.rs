@@ -26,10 +26,11 @@ pub(super) fn ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
+/// (median, min, max) of `v` (non-empty), the median as `memra bench` takes it (an even N
+/// averages the two middle values).
 pub(super) fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
+    let s = crate::bench::rows::Stats::of(v);
+    (s.median, s.min, s.max)
 }
 
 /// Aggregate decode tok/s of `batch` sequences (bs = `batch`; 1 for the bs=1 metric) after

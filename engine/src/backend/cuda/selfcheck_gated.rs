@@ -89,8 +89,8 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
 }
 
 /// A BF16 Q|K|V matrix of Llama-3.1-8B's attention shape (32 query and 8 KV heads of 128, K =
-/// 4,096: 6,144 rows, 48 MiB, past the H200 defaults' TCK_MIN_MB) with a bias, both RoPE
-/// styles. Each token alone (M = 1, the one-token form, then `rope_qk_append_f32`) is the
+/// 4,096: 6,144 rows, 48 MiB, past the H200 defaults' TCK_MIN_MB) with a bias and without,
+/// both RoPE styles, an f32 or f16 KV cache (as configured). Each token alone (M = 1, the one-token form, then `rope_qk_append_f32`) is the
 /// reference for q, k, v and its cache slot; at M = 9, 16 and 32, [`CudaDevice::linear_qkv_rope`]
 /// unfused and fused must give every token the same bits there. Where the defines route these M
 /// to the wgmma split-K form, the fused passes must have taken the epilogue, else the row fails.
@@ -103,19 +103,27 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
     let mmax = *ms.last().expect("ms");
     let wb = random_weights(rng, DType::BF16, r, k);
     let bias = rng.vec(r, -1.0, 1.0);
-    let w = DevMatrix::upload_repacked(dev, &wb, DType::BF16, r, k, Some(&bias))?;
+    // With a bias (Qwen2) and without (Llama): the kernel's two branches.
+    let ws = [
+        DevMatrix::upload_repacked(dev, &wb, DType::BF16, r, k, Some(&bias))?,
+        DevMatrix::upload_repacked(dev, &wb, DType::BF16, r, k, None)?,
+    ];
     let x = rng.vec(mmax * k, -1.0, 1.0);
     let pos: Vec<u32> = (0..mmax).map(|_| (rng.next_u64() % 8192) as u32).collect();
     // Distinct slots, not in token order; a cache of 64 slots.
     let slots: Vec<u32> = (0..mmax as u32).map(|t| (t * 5 + 3) % 64).collect();
-    let cache = 64 * kw;
+    // A slot's words in a cache viewed as f32: kw values of kv_value_bytes each (f16 packs two
+    // to a word).
+    let slot_words = kw * dev.kv_value_bytes() / 4;
+    let cache = 64 * slot_words;
     let inv: Vec<f32> = (0..hd / 2)
         .map(|i| 1.0 / 500000f32.powf((2 * i) as f32 / hd as f32))
         .collect();
     let fd = s.clone_htod(&inv).map_err(drv)?;
     // q, k, v and the two caches as a pass leaves them (caches start at zero, or as given).
     type Out = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>);
-    let pass = |t0: usize,
+    let pass = |w: &DevMatrix,
+                t0: usize,
                 m: usize,
                 fuse: bool,
                 style: RopeStyle,
@@ -150,17 +158,20 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
             heads: (nh, nkv),
             style,
         };
-        let took = dev.linear_qkv_rope(&xd, &w, [&mut q, &mut kk, &mut v], ra, false, fuse)?;
+        let took = dev.linear_qkv_rope(&xd, w, [&mut q, &mut kk, &mut v], ra, false, fuse)?;
         let h = |d: &cudarc::driver::CudaSlice<f32>| s.clone_dtoh(d).map_err(drv);
         Ok(((h(&q)?, h(&kk)?, h(&v)?, h(&kc)?, h(&vc)?), took))
     };
     let (mut same, mut taken, mut diff) = (true, Vec::new(), 0f32);
-    for style in [RopeStyle::Neox, RopeStyle::Interleaved] {
+    for (w, style) in ws
+        .iter()
+        .flat_map(|w| [(w, RopeStyle::Neox), (w, RopeStyle::Interleaved)])
+    {
         // The reference: each token alone, its cache slot written into one shared cache.
         let (mut sq, mut sk, mut sv) = (Vec::new(), Vec::new(), Vec::new());
         let (mut skc, mut svc) = (vec![0f32; cache], vec![0f32; cache]);
         for t in 0..mmax {
-            let ((q, kk, v, kc, vc), _) = pass(t, 1, false, style, Some((&skc, &svc)))?;
+            let ((q, kk, v, kc, vc), _) = pass(w, t, 1, false, style, Some((&skc, &svc)))?;
             sq.extend(q);
             sk.extend(kk);
             sv.extend(v);
@@ -168,7 +179,7 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
         }
         for &m in &ms {
             for fuse in [false, true] {
-                let ((q, kk, v, kc, vc), t) = pass(0, m, fuse, style, None)?;
+                let ((q, kk, v, kc, vc), t) = pass(w, 0, m, fuse, style, None)?;
                 if fuse {
                     taken.push(t);
                 }
@@ -176,9 +187,9 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
                 let mut want_kc = vec![0f32; cache];
                 let mut want_vc = vec![0f32; cache];
                 for &sl in &slots[..m] {
-                    let o = sl as usize * kw;
-                    want_kc[o..o + kw].copy_from_slice(&skc[o..o + kw]);
-                    want_vc[o..o + kw].copy_from_slice(&svc[o..o + kw]);
+                    let o = sl as usize * slot_words..(sl as usize + 1) * slot_words;
+                    want_kc[o.clone()].copy_from_slice(&skc[o.clone()]);
+                    want_vc[o.clone()].copy_from_slice(&svc[o]);
                 }
                 let pairs = [
                     (&q, &sq[..m * qw]),
@@ -201,8 +212,8 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
     Ok(vec![CheckRow {
         op: "linear_qkv_rope_bf16 (split-K reduce + RoPE + KV append)".into(),
         case: format!(
-            "K={k} heads={nh}/{nkv}x{hd} M={ms:?} against M=1, bias, Neox and interleaved; \
-             reduce took RoPE: {taken:?}{}",
+            "K={k} heads={nh}/{nkv}x{hd} M={ms:?} against M=1, with and without a bias, Neox and \
+             interleaved; reduce took RoPE: {taken:?}{}",
             if routed { " (required)" } else { "" }
         ),
         max_abs_diff: diff,
