@@ -91,7 +91,8 @@ pub struct BenchArgs {
     /// beyond the model's context).
     #[arg(long, value_delimiter = ',', default_value = "512,1024,4096,16384")]
     pub prompt_len: Vec<usize>,
-    /// prefix: tokens after the cached prefix (the part a hit still prefills).
+    /// prefix: tokens after the cached prefix. The prefix cache shares whole KV blocks, so a hit
+    /// prefills these plus the prefix's last partial block (row field `cached_tokens`).
     #[arg(long, default_value_t = 32)]
     pub suffix_len: usize,
     #[command(flatten)]
@@ -111,7 +112,9 @@ pub struct BenchArgs {
     /// device, backend and model (and of SCENARIO, when one is named), and flag each whose new
     /// median falls outside the file's [min, max] widened by the new run's half-spread; exits
     /// non-zero when any cell got worse beyond it or could not be re-measured. Writes rows only
-    /// with --out.
+    /// with --out. The cells are REF's: --batch, --depth, --new-tokens and --vs are not used.
+    /// A serve TTFT or ITL row's [min, max] spans single requests, so its verdict is loose; its
+    /// throughput row is the tight one.
     #[arg(long, value_name = "REF.jsonl")]
     pub compare: Option<PathBuf>,
     /// With --compare: another build's `memra` binary that measures REF's cells now, run by run
