@@ -48,7 +48,7 @@ pub struct SynthArgs {
     #[arg(long, required_unless_present = "list")]
     pub out: Option<PathBuf>,
     /// Largest safetensors file in MiB; a bigger checkpoint is sharded with an index.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_shard_mib: u64,
     /// List the known shapes and exit.
     #[arg(long)]

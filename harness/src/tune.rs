@@ -169,6 +169,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             "--knobs {k:?}: not a kernel define (memra tune sweeps the defines of kernel_defines)"
         );
     }
+    if !args.knobs.is_empty() && !args.what.iter().any(|w| w == "kernels") {
+        bail!("--knobs names kernel defines: it needs --what kernels");
+    }
     if args.gates != "none" && !args.gates_dir.is_dir() {
         bail!(
             "gates directory {} not found: run from the repository root, pass --gates-dir, or \

@@ -78,7 +78,63 @@ fn tune_refuses_unknown_sweeps_and_missing_gates() {
         e.contains("gates directory") && e.contains("not found"),
         "{e}"
     );
+    // --knobs names kernel defines, which only --what kernels sweeps.
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
+        "--what",
+        "prefill",
+        "--knobs",
+        "QTC_SK",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("--knobs names kernel defines"), "{e}");
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "tune",
+        "--what",
+        "prefill",
+        "--reps",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(e.contains("--reps must be at least 1"), "{e}");
     assert!(!out.exists());
+}
+
+/// Values that would be silently replaced are refused by the flag parser: a shard size of 0,
+/// a request count beside --duration (one or the other ends a timed run).
+#[test]
+fn values_that_would_be_ignored_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = failed(memra(&[
+        "synth",
+        "--shape",
+        "tiny-llama",
+        "--dtype",
+        "bf16",
+        "--format",
+        "safetensors",
+        "--max-shard-mib",
+        "0",
+        "--out",
+        tmp.path().join("s").to_str().unwrap(),
+    ]));
+    assert!(e.contains("--max-shard-mib"), "{e}");
+    let e = failed(memra(&[
+        "bench",
+        "serve",
+        "--requests",
+        "2",
+        "--duration",
+        "2",
+    ]));
+    assert!(e.contains("--requests") && e.contains("--duration"), "{e}");
+    assert!(!tmp.path().join("s").exists());
 }
 
 /// Gates of another lane are listed as skipped; a pattern that only matches them is an error

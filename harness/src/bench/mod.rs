@@ -151,9 +151,14 @@ pub struct LoadArgs {
     /// serve: open-loop arrival rates in requests/s (Poisson), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub rate: Vec<f64>,
-    /// serve: requests per timed run [default: 4 x concurrency, at least 8; open loop: 10 x
-    /// rate, at least 16].
-    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    /// serve: requests per timed run [default (or 0): 4 x concurrency, at least 8; open loop:
+    /// 10 x rate, at least 16].
+    #[arg(
+        long,
+        default_value_t = 0,
+        hide_default_value = true,
+        conflicts_with = "duration"
+    )]
     pub requests: usize,
     /// serve: instead of a request count, issue requests for this many seconds per timed run
     /// (those in flight then finish and count).
