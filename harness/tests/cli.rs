@@ -31,78 +31,48 @@ fn serve_flags_on_other_commands_are_refused() {
 fn tune_refuses_unknown_sweeps_and_missing_gates() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("t.toml");
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--what",
-        "foo",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(e.contains("--what \"foo\""), "{e}");
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--knobs",
-        "QTC_SK,NOT_A_DEFINE",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(e.contains("--knobs \"NOT_A_DEFINE\""), "{e}");
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--what",
-        "graphs",
-        "--gates",
-        "none",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(e.contains("nothing to tune on the CPU"), "{e}");
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--what",
-        "prefill",
-        "--gates-dir",
-        tmp.path().join("nowhere").to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(
-        e.contains("gates directory") && e.contains("not found"),
-        "{e}"
-    );
-    // --knobs names kernel defines, which only --what kernels sweeps.
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--what",
-        "prefill",
-        "--knobs",
-        "QTC_SK",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(e.contains("--knobs names kernel defines"), "{e}");
-    let e = failed(memra(&[
-        "--backend",
-        "cpu",
-        "tune",
-        "--what",
-        "prefill",
-        "--reps",
-        "0",
-        "--out",
-        out.to_str().unwrap(),
-    ]));
-    assert!(e.contains("--reps must be at least 1"), "{e}");
+    let nowhere = tmp.path().join("nowhere");
+    // `memra --backend cpu tune ARGS --out OUT`, which must fail: its stderr.
+    let tune = |args: &[&str]| {
+        let (head, tail): (&[&str], &[&str]) = (
+            &["--backend", "cpu", "tune"],
+            &["--out", out.to_str().unwrap()],
+        );
+        let all = [head, args, tail].concat();
+        failed(memra(&all))
+    };
+    for (args, says) in [
+        (&["--what", "foo"][..], "--what \"foo\""),
+        (
+            &["--knobs", "QTC_SK,NOT_A_DEFINE"][..],
+            "--knobs \"NOT_A_DEFINE\"",
+        ),
+        (
+            &["--what", "graphs", "--gates", "none"][..],
+            "nothing to tune on the CPU",
+        ),
+        (
+            &[
+                "--what",
+                "prefill",
+                "--gates-dir",
+                nowhere.to_str().unwrap(),
+            ][..],
+            "gates directory",
+        ),
+        // --knobs names kernel defines, which only --what kernels sweeps.
+        (
+            &["--what", "prefill", "--knobs", "QTC_SK"][..],
+            "--knobs names kernel defines",
+        ),
+        (
+            &["--what", "prefill", "--reps", "0"][..],
+            "--reps must be at least 1",
+        ),
+    ] {
+        let e = tune(args);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
     assert!(!out.exists());
 }
 
