@@ -178,6 +178,14 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_MINB
 #define ATTN_MINB 1
 #endif
+// 1 = each thread of a split, once its position's cache slot is known, prefetches that
+// position's K and V rows into L2 (prefetch.global.L2, one instruction a 128-byte line), so the
+// V loads after the softmax and the later K columns wait on L2 instead of DRAM: decode attention
+// is latency-bound (run 87: f32 depth 8,192 at 48% of copy bandwidth, f16 at 16%). Moves data
+// only: same bits.
+#ifndef ATTN_PF
+#define ATTN_PF 0
+#endif
 
 // One split's partial softmax-attention for (row, the block's heads): per head h < GT, m = the
 // split's max score, l = sum of exp(score - m), a[d] = sum of exp(score - m) * v[d]. Thread tid
@@ -244,8 +252,20 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // block-table load from L2. Positions outside lo ..= pos take pos's slot (read, never used),
     // so no load below needs a branch.
     {
-        const int p = min(max(s * ATTN_SPLIT + tid, lo), pos);
-        sh.slot[tid] = tab[p / bs] * (u32)bs + (u32)(p % bs);
+        const int p0 = s * ATTN_SPLIT + tid;
+        const int p = min(max(p0, lo), pos);
+        const u32 slot = tab[p / bs] * (u32)bs + (u32)(p % bs);
+        sh.slot[tid] = slot;
+#if ATTN_PF
+        if (p0 == p) {
+            const char* kr = reinterpret_cast<const char*>(kc + ((size_t)slot * nkv + kvh) * hd);
+            const char* vr = reinterpret_cast<const char*>(vc + ((size_t)slot * nkv + kvh) * hd);
+            for (int o = 0; o < hd * (int)sizeof(kv_t); o += 128) {
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(kr + o));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(vr + o));
+            }
+        }
+#endif
     }
     __syncthreads();
     // Lane (pg, sub) of warp w scores positions j = (r·NW + w)·8 + pg, r < R: the 4 lanes of a

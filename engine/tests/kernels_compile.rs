@@ -308,8 +308,9 @@ fn linear_switches_compile() {
 }
 
 /// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
-/// config `kv_cache_dtype = "f16"`) and 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`): every
-/// entry is there and the attention entries spill nothing.
+/// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
+/// without the L2 prefetch of K and V rows (`ATTN_PF`): every entry is there and the attention
+/// entries spill nothing.
 #[test]
 fn attention_variants_compile() {
     let Some(dir) = nvrtc_or_reexec("attention_variants_compile") else {
@@ -319,14 +320,16 @@ fn attention_variants_compile() {
         .iter()
         .find(|k| k.name == "attention.cu")
         .expect("attention.cu");
-    let report = |f16: bool, heads: u32| {
+    let report = |f16: bool, heads: u32, pf: u32| {
         let mut opts = options(&dir);
         if f16 {
             opts.defines.insert("KV_F16".into(), "1".into());
         }
         opts.defines.insert("ATTN_HEADS".into(), heads.to_string());
-        let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
-            .unwrap_or_else(|e| panic!("attention.cu (KV_F16 {f16}, ATTN_HEADS {heads}): {e}"));
+        opts.defines.insert("ATTN_PF".into(), pf.to_string());
+        let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
+            panic!("attention.cu (KV_F16 {f16}, ATTN_HEADS {heads}, ATTN_PF {pf}): {e}")
+        });
         let mut r: Vec<(String, u32)> = parse_ptxas_report(&c.log)
             .iter()
             .map(|r| (r.function.clone(), r.spill_stores + r.spill_loads))
@@ -335,17 +338,19 @@ fn attention_variants_compile() {
         r
     };
     let names = |r: &[(String, u32)]| r.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
-    let base = report(false, 1);
+    let base = report(false, 1, 0);
     assert!(base.len() >= 6, "attention entries: {base:?}");
     for f16 in [false, true] {
         for heads in [1, 2, 4, 8] {
-            let r = report(f16, heads);
-            assert_eq!(names(&r), names(&base));
-            for (f, spill) in r.iter().filter(|(f, _)| f.starts_with("attn_")) {
-                assert_eq!(
-                    *spill, 0,
-                    "{f} spills {spill} bytes (KV_F16 {f16}, ATTN_HEADS {heads})"
-                );
+            for pf in [0, 1] {
+                let r = report(f16, heads, pf);
+                assert_eq!(names(&r), names(&base));
+                for (f, spill) in r.iter().filter(|(f, _)| f.starts_with("attn_")) {
+                    assert_eq!(
+                        *spill, 0,
+                        "{f} spills {spill} bytes (KV_F16 {f16}, ATTN_HEADS {heads}, ATTN_PF {pf})"
+                    );
+                }
             }
         }
     }

@@ -6,7 +6,8 @@
 //!   512-token prompt's TTFT plus `--new-tokens` of bs=1 decode) beyond the spread; then `LIN_TOKENS`,
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
-//!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS` (decode tok/s at a 2,048-token depth) and,
+//!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS`, `ATTN_PF` (decode tok/s at a 2,048-token
+//!   depth) and,
 //!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
 //!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
@@ -344,6 +345,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("NORM_THREADS", &[128, 256, 512], 256, Some(128), 1),
             ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048), 1),
             ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
+            ("ATTN_PF", &[0, 1], 0, Some(2048), 1),
             ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
