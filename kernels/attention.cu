@@ -151,7 +151,14 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_HEADS
 #define ATTN_HEADS 1
 #endif
-#define GT ATTN_HEADS
+// The heads a block of the `_wide` entries (attn_paged_wide_f32, attn_split_wide_f32), which the
+// host launches for steps of at least ATTN_WIDE_ROWS query rows (ATTN_WIDE_ROWS = 0: never). A
+// wide step has rows x splits enough blocks that sharing each K and V load among more heads
+// pays (run 89, 32 rows at depth 128: 20.2 us with 4 heads a block against 26.0 with 2); a
+// one-row step does not (12.3 against 9.7). Same bits, as for ATTN_HEADS.
+#ifndef ATTN_HEADS_WIDE
+#define ATTN_HEADS_WIDE 4
+#endif
 
 // Score loop order: 0 = positions outer (a position's columns in a row); 1 = key columns outer, a
 // lane's R positions inner (each column's q read from shared memory once for R positions). Same
@@ -199,6 +206,7 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // (__fmaf_rn, __fmul_rn, ...) so the fused and the split-parallel kernels below, which both
 // inline this function, round identically. The layout keeps many independent loads in flight
 // per thread (decode attention is latency-bound).
+template <int GT>
 struct AttnShared {
     u32 slot[ATTN_SPLIT];  // cache slot of each position of the split (clamped into lo ..= pos)
     float4 qs[GT][ATTN_SPLIT / 4];
@@ -209,6 +217,7 @@ struct AttnShared {
 
 // block_max and block_sum (common.cuh) of GT values a thread at once: the same trees, one set
 // of barriers.
+template <int GT>
 __device__ __forceinline__ void block_max_gt(float (&v)[GT], float (*scratch)[ATTN_SPLIT / 32]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -227,6 +236,7 @@ __device__ __forceinline__ void block_max_gt(float (&v)[GT], float (*scratch)[AT
     }
     __syncthreads();
 }
+template <int GT>
 __device__ __forceinline__ void block_sum_gt(float (&v)[GT], float (*scratch)[ATTN_SPLIT / 32]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -240,9 +250,10 @@ __device__ __forceinline__ void block_sum_gt(float (&v)[GT], float (*scratch)[AT
     __syncthreads();
 }
 
+template <int GT>
 __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s, int lo,
                                                    int pos, int nkv, int kvh, int hd, int bs, float scale,
-                                                   AttnShared& sh, float (&m_out)[GT], float (&l_out)[GT],
+                                                   AttnShared<GT>& sh, float (&m_out)[GT], float (&l_out)[GT],
                                                    float (&a_out)[GT]) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int NW = ATTN_SPLIT / 32;
@@ -438,7 +449,8 @@ __device__ __forceinline__ void attn_merge(bool first, float m, float l, float a
 // The block's query heads: blockIdx.y = kvh · nb + b, nb = ceil(G / GT) blocks per KV head
 // (G = nh / nkv); heads h0 .. h0 + nact - 1 with h0 = kvh · G + b · GT. Loads their q rows into
 // sh.qs (zeros for the unused slots) and returns h0, nact, kvh.
-__device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int nkv, int hd, AttnShared& sh, int& h0,
+template <int GT>
+__device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int nkv, int hd, AttnShared<GT>& sh, int& h0,
                                            int& nact, int& kvh) {
     const int G = nh / nkv, nb = (G + GT - 1) / GT;
     kvh = blockIdx.y / nb;
@@ -456,15 +468,16 @@ __device__ __forceinline__ void attn_heads(const float* q, int row, int nh, int 
 // lo ..= row_pos[t], lo = max(0, pos + 1 - window) when window > 0 (sliding window), else 0.
 // q, out: [rows, nh, hd] f32; kc, vc: one layer's cache; row_tab[t]: offset of row t's block
 // table in `tables`. Grouped-query attention: head h reads KV head h / (nh / nkv).
-// hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / ATTN_HEADS));
-// block: (ATTN_SPLIT). The second launch bound (1 here, ATTN_MINB on attn_split_f32) lets ptxas
-// use the registers the head count needs (without it, it capped these entries at 64 and spilled).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
-attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
-               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
-               float scale) {
+// hd <= ATTN_SPLIT. Walks the splits in increasing s. Grid: (rows, nkv · ceil(G / GT)), GT =
+// ATTN_HEADS (attn_paged_f32) or ATTN_HEADS_WIDE (attn_paged_wide_f32); block: (ATTN_SPLIT).
+// The second launch bound (1 here, ATTN_MINB on the split entries) lets ptxas use the registers
+// the head count needs (without it, it capped these entries at 64 and spilled).
+template <int GT>
+__device__ __forceinline__ void attn_paged(const float* q, const kv_t* kc, const kv_t* vc, float* out,
+                                           const u32* row_pos, const u32* row_tab, const u32* tables, int nh,
+                                           int nkv, int hd, int bs, int window, float scale) {
     pdl_entry();
-    __shared__ AttnShared sh;
+    __shared__ AttnShared<GT> sh;
     const int row = blockIdx.x, tid = threadIdx.x;
     int h0, nact, kvh;
     attn_heads(q, row, nh, nkv, hd, sh, h0, nact, kvh);
@@ -484,18 +497,30 @@ attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const
     for (int h = 0; h < GT; ++h)
         if (h < nact && tid < hd) out[((size_t)row * nh + h0 + h) * hd + tid] = __fdiv_rn(ra[h], rl[h]);
 }
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
+attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
+               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+               float scale) {
+    attn_paged<ATTN_HEADS>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
+attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
+                    const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+                    float scale) {
+    attn_paged<ATTN_HEADS_WIDE>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
+}
 
 // The same attention with the splits of a row computed in parallel (flash-decoding, Dao et al.
 // 2023): block z of (row, heads) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
 // (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
 // attn_paged_f32 does, so both give the same bits. part: [rows, nh, nz, hd + 2] f32.
-// Grid: (rows, nkv · ceil(G / ATTN_HEADS), nz); block: (ATTN_SPLIT).
-extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
-attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
-               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
-               float scale, int nz) {
+// Grid: (rows, nkv · ceil(G / GT), nz); block: (ATTN_SPLIT). GT as for attn_paged.
+template <int GT>
+__device__ __forceinline__ void attn_split(const float* q, const kv_t* kc, const kv_t* vc, float* part,
+                                           const u32* row_pos, const u32* row_tab, const u32* tables, int nh,
+                                           int nkv, int hd, int bs, int window, float scale, int nz) {
     pdl_entry();
-    __shared__ AttnShared sh;
+    __shared__ AttnShared<GT> sh;
     const int row = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     const int pos = (int)row_pos[row];
     const int lo = window > 0 ? max(0, pos + 1 - window) : 0;
@@ -513,6 +538,18 @@ attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, cons
         if (tid < hd) o[2 + tid] = a[h];
         if (tid == 0) o[0] = m[h], o[1] = l[h];
     }
+}
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
+attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
+               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+               float scale, int nz) {
+    attn_split<ATTN_HEADS>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
+}
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
+attn_split_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
+                    const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+                    float scale, int nz) {
+    attn_split<ATTN_HEADS_WIDE>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
 
 // Merges attn_split_f32's partials in increasing z. Grid: (rows, nh); block: (hd rounded up to 32).

@@ -240,6 +240,8 @@ impl CudaDevice {
     /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
     /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `path` picks the kernels
     /// ([`AttnPath`]); every path gives bit-identical results (the self-check compares them).
+    /// A step of at least `ATTN_WIDE_ROWS` rows (0, the default: never) runs the `_wide` entries,
+    /// `ATTN_HEADS_WIDE` query heads a block instead of `ATTN_HEADS` (same bits).
     /// Errors: shapes that do not add up, or a workspace too small for its `nz`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
@@ -254,6 +256,27 @@ impl CudaDevice {
         window: Option<usize>,
         scale: f32,
         path: AttnPath<'_>,
+    ) -> Result<()> {
+        let wide_rows = self.define("ATTN_WIDE_ROWS", 0) as usize;
+        let wide = wide_rows > 0 && idx.pos.len() >= wide_rows;
+        let args = (heads, block_size, window, scale);
+        self.attention_as(q, kc, vc, out, idx, args, path, wide)
+    }
+
+    /// [`CudaDevice::attention`] with the head grouping chosen by the caller: `wide` runs the
+    /// `_wide` entries (`ATTN_HEADS_WIDE` heads a block) whatever the row count. `args`:
+    /// (heads (nh, nkv, head_dim), block_size, window, scale). The self-check compares both.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_as(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        (heads, block_size, window, scale): ((usize, usize, usize), usize, Option<usize>, f32),
+        path: AttnPath<'_>,
+        wide: bool,
     ) -> Result<()> {
         let (nh, nkv, hd) = heads;
         let rows = idx.pos.len();
@@ -307,12 +330,17 @@ impl CudaDevice {
             }
         };
         if let Some(part) = part {
-            return self
-                .attention_split(q, kc, vc, out, idx, heads, block_size, w, scale, part, nz);
+            let args = (heads, block_size, w, scale);
+            return self.attention_split(q, kc, vc, out, idx, args, part, nz, wide);
         }
-        let f = self.function("attention.cu", "attn_paged_f32")?;
+        let name = if wide {
+            "attn_paged_wide_f32"
+        } else {
+            "attn_paged_f32"
+        };
+        let f = self.function("attention.cu", name)?;
         let cfg = LaunchConfig {
-            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv), 1),
+            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv, wide), 1),
             block_dim: (split as u32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -339,10 +367,16 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Attention blocks per (row, split): each takes up to ATTN_HEADS (default 1) query heads of
-    /// one KV head's group of nh / nkv, so nkv · ceil(group / ATTN_HEADS).
-    fn attn_head_blocks(&self, nh: usize, nkv: usize) -> u32 {
-        let per = self.define("ATTN_HEADS", 1).max(1) as usize;
+    /// Attention blocks per (row, split): each takes up to ATTN_HEADS (default 1; `wide`:
+    /// ATTN_HEADS_WIDE, default 4) query heads of one KV head's group of nh / nkv, so
+    /// nkv · ceil(group / heads a block).
+    fn attn_head_blocks(&self, nh: usize, nkv: usize, wide: bool) -> u32 {
+        let per = if wide {
+            self.define("ATTN_HEADS_WIDE", 4)
+        } else {
+            self.define("ATTN_HEADS", 1)
+        };
+        let per = per.max(1) as usize;
         (nkv * (nh / nkv).div_ceil(per)) as u32
     }
 
@@ -355,21 +389,24 @@ impl CudaDevice {
         vc: &CudaSlice<f32>,
         out: &mut CudaSlice<f32>,
         idx: &KvIndex,
-        (nh, nkv, hd): (usize, usize, usize),
-        block_size: usize,
-        window: usize,
-        scale: f32,
+        ((nh, nkv, hd), block_size, window, scale): ((usize, usize, usize), usize, usize, f32),
         part: &mut CudaSlice<f32>,
         nz: usize,
+        wide: bool,
     ) -> Result<()> {
         let rows = idx.pos.len();
         let split = self.define("ATTN_SPLIT", 256);
         let (nhi, nkvi, hdi, nzi) = (nh as i32, nkv as i32, hd as i32, nz as i32);
         let bs = i32_of(block_size, "block_size")?;
         let win = i32_of(window, "window")?;
-        let f = self.function("attention.cu", "attn_split_f32")?;
+        let name = if wide {
+            "attn_split_wide_f32"
+        } else {
+            "attn_split_f32"
+        };
+        let f = self.function("attention.cu", name)?;
         let cfg = LaunchConfig {
-            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv), nz as u32),
+            grid_dim: (rows as u32, self.attn_head_blocks(nh, nkv, wide), nz as u32),
             block_dim: (split, 1, 1),
             shared_mem_bytes: 0,
         };

@@ -537,7 +537,8 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let kd = s.clone_htod(&kc_dev).map_err(drv)?;
         let vd = s.clone_htod(&vc_dev).map_err(drv)?;
         // path 0: one block walks the splits; 1: split-parallel; 2: split-parallel into a
-        // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it).
+        // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it);
+        // 3 and 4: paths 0 and 2 on the `_wide` entries (ATTN_HEADS_WIDE heads a block).
         let run = |rows: &[usize], path: u8| -> Result<Vec<f32>> {
             let qs: Vec<f32> = rows
                 .iter()
@@ -568,6 +569,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             let mut part = s
                 .alloc_zeros::<f32>(rows.len() * nh * nz * (hd + 2))
                 .map_err(drv)?;
+            let (wide, path) = (path >= 3, path % 3);
             let path = match path {
                 0 => AttnPath::Walk,
                 1 => AttnPath::Split,
@@ -576,29 +578,22 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                     nz,
                 },
             };
-            dev.attention(
-                &qd,
-                &kd,
-                &vd,
-                &mut od,
-                &idx,
-                (nh, nkv, hd),
-                bs,
-                window,
-                scale,
-                path,
-            )?;
+            let args = ((nh, nkv, hd), bs, window, scale);
+            dev.attention_as(&qd, &kd, &vd, &mut od, &idx, args, path, wide)?;
             s.clone_dtoh(&od).map_err(drv)
         };
         let all: Vec<usize> = (0..positions.len()).collect();
         // All rows through the one-block path; the last row alone through the split-parallel
-        // one, with and without a workspace; all rows through the workspace.
+        // one, with and without a workspace; all rows through the workspace; all rows through
+        // the wide entries, walking and into the workspace.
         let gpu = run(&all, 0)?;
         let last = &gpu[(positions.len() - 1) * nh * hd..];
         let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
         let ident = same(&run(&[positions.len() - 1], 1)?, last)
             && same(&run(&[positions.len() - 1], 2)?, last)
-            && same(&run(&all, 2)?, &gpu);
+            && same(&run(&all, 2)?, &gpu)
+            && same(&run(&all, 3)?, &gpu)
+            && same(&run(&all, 5)?, &gpu);
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
         out.push(CheckRow {
