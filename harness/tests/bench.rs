@@ -433,7 +433,11 @@ fn compare_flags_an_altered_reference() {
     other["params"]["bogus"] = 1.into();
     let o = cmp("other.jsonl", &format!("{other}\n"));
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT RE-MEASURED"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("NOT RE-MEASURED: this run's params differ (bogus none here, 1 in REF)"),
+        "{out}"
+    );
     // Rows of another model are skipped, and a file of nothing else is an error.
     let mut m = rows[0].clone();
     m["model"] = "llama-3.1-8b-bf16.gguf".into();

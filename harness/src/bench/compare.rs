@@ -151,7 +151,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         .with_context(|| format!("reading {}", reference.display()))?;
     // Latest row per cell of this device, backend and model.
     let mut cells: BTreeMap<(String, String), RefRow> = BTreeMap::new();
-    let mut skipped = 0;
+    let (mut skipped, mut superseded) = (0, 0);
     for (i, line) in text
         .lines()
         .enumerate()
@@ -170,6 +170,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
             continue;
         }
         let key = (r.scenario.clone(), r.params.to_string());
+        superseded += usize::from(cells.contains_key(&key));
         if cells.get(&key).is_none_or(|old| r.time >= old.time) {
             cells.insert(key, r);
         }
@@ -205,12 +206,17 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     };
     jobs.sort_by_key(|(s, _, _)| order(s));
     eprintln!(
-        "bench --compare {}: {} cells in {} runs on {} ({}); {skipped} rows skipped (other device, backend, model or scenario)",
+        "bench --compare {}: {} cells in {} runs on {} ({}); {skipped} rows skipped (other device, backend, model, settings or scenario){}",
         reference.display(),
         cells.len(),
         jobs.len(),
         ctx.env.device,
-        ctx.env.backend
+        ctx.env.backend,
+        if superseded > 0 {
+            format!("; {superseded} earlier rows of the same cells superseded by their latest row")
+        } else {
+            String::new()
+        }
     );
     let (new_rows, against) = match &base.against {
         Some(bin) => {
@@ -268,13 +274,20 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
             .map(|(n, _)| n);
         let Some(n) = found else {
             missing += 1;
+            let why = not_remeasured_why(
+                &r.params,
+                new_rows
+                    .iter()
+                    .filter(|n| n.scenario == scenario)
+                    .map(|n| &n.params),
+            );
             table.push([
                 cell,
                 r.unit.clone(),
                 refs,
                 "-".into(),
                 "-".into(),
-                "NOT RE-MEASURED".into(),
+                format!("NOT RE-MEASURED: {why}"),
             ]);
             continue;
         };
@@ -327,11 +340,58 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     Ok(())
 }
 
+/// Why a REF cell with params `want` got no row: the params of this run's closest row of the
+/// same scenario (fewest differing keys) against REF's, key by key, or that there was none.
+fn not_remeasured_why<'a>(want: &Value, got: impl Iterator<Item = &'a Value>) -> String {
+    let diff = |g: &Value| -> Vec<String> {
+        let (a, b) = (want.as_object(), g.as_object());
+        let mut keys: Vec<&String> = a.iter().chain(b.iter()).flat_map(|m| m.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter(|k| want.get(k.as_str()) != g.get(k.as_str()))
+            .map(|k| {
+                let show = |v: Option<&Value>| v.map_or("none".to_string(), Value::to_string);
+                format!(
+                    "{k} {} here, {} in REF",
+                    show(g.get(k.as_str())),
+                    show(want.get(k.as_str()))
+                )
+            })
+            .collect()
+    };
+    match got.map(diff).min_by_key(Vec::len) {
+        Some(d) => format!("this run's params differ ({})", d.join(", ")),
+        None => "this run gave no row of the scenario".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use serde_json::json;
+
+    /// A cell with no row says which params of the closest row differ, or that none came.
+    #[test]
+    fn not_remeasured_names_the_differing_params() {
+        let want = json!({"prompt_len": 1024, "prefill_chunk": 1024});
+        let far = json!({"prompt_len": 512, "prefill_chunk": 512});
+        let near = json!({"prompt_len": 1024, "prefill_chunk": 512});
+        assert_eq!(
+            not_remeasured_why(&want, [&far, &near].into_iter()),
+            "this run's params differ (prefill_chunk 512 here, 1024 in REF)"
+        );
+        let extra = json!({"prompt_len": 1024});
+        assert_eq!(
+            not_remeasured_why(&want, [&extra].into_iter()),
+            "this run's params differ (prefill_chunk none here, 1024 in REF)"
+        );
+        assert_eq!(
+            not_remeasured_why(&want, std::iter::empty()),
+            "this run gave no row of the scenario"
+        );
+    }
 
     /// `cell_args` (this build re-measures a cell) and `against::cell_flags` (another build is
     /// told to) map a row's params the same way: parsing the flags gives the same arguments.

@@ -109,7 +109,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Re-measure every cell (scenario, params) of this JSONL file that was measured on this
-    /// device, backend and model (and of SCENARIO, when one is named), and flag each whose new
+    /// device, backend, model and engine settings (and of SCENARIO, when one is named; a cell
+    /// held by several rows takes the latest), and flag each whose new
     /// median falls outside the file's [min, max] widened by the new run's half-spread; exits
     /// non-zero when any cell got worse beyond it or could not be re-measured. Writes rows only
     /// with --out. The cells are REF's: --batch, --depth, --new-tokens and --vs are not used.

@@ -129,6 +129,12 @@ impl Row {
     }
 }
 
+/// A CPU figure's device: the CPU's model name and the backend's worker threads,
+/// "AMD EPYC (2 threads)".
+pub fn cpu_device_name(model: &str, threads: usize) -> String {
+    format!("{model} ({threads} threads)")
+}
+
 impl Env {
     /// Measures the copy bandwidth of the device the configuration selects and reads the rest
     /// (no engine is built: the scenarios that run a scheduler or a server build their own).
@@ -148,7 +154,7 @@ impl Env {
             (d.info().name.clone(), d.copy_bandwidth(1 << 30, 5)?)
         } else {
             (
-                format!("cpu {threads} threads"),
+                cpu_device_name(&crate::defaults::cpu_device().name, threads),
                 crate::probe::cpu_copy_bandwidth(threads),
             )
         };
@@ -193,9 +199,21 @@ impl Env {
         })
     }
 
-    /// `nvidia-h200` from "NVIDIA H200": the tune-data file name.
+    /// The tune-data file name: `nvidia-h200` from "NVIDIA H200"; on the CPU the model name's
+    /// without the thread count, after `cpu-`: `cpu-amd-epyc` from "AMD EPYC (2 threads)" (one
+    /// file a CPU model; the threads stay in each row's device).
     pub fn device_slug(&self) -> String {
-        crate::defaults::slug(&self.device)
+        if self.backend != "cpu" {
+            return crate::defaults::slug(&self.device);
+        }
+        let model = self
+            .device
+            .rsplit_once(" (")
+            .map_or(self.device.as_str(), |(m, _)| m);
+        match crate::defaults::slug(model) {
+            s if s.starts_with("cpu") => s,
+            s => format!("cpu-{s}"),
+        }
     }
 
     /// A row of this run.
@@ -318,6 +336,36 @@ mod tests {
         assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
         let s = Stats::of(&[4.0, 1.0, 2.0, 3.0]);
         assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
+    }
+
+    /// CPU rows name the CPU and the threads; the file is one a CPU model.
+    #[test]
+    fn cpu_device_and_file_names() {
+        let env = |device: String, backend| Env {
+            device,
+            backend,
+            commit: String::new(),
+            copy_gbps: 1.0,
+            model: String::new(),
+            dtype: String::new(),
+            weight_bytes: 0,
+            kv_bytes_per_token: 0,
+            threads: 2,
+            settings: None,
+        };
+        let d = cpu_device_name("AMD EPYC", 2);
+        assert_eq!(d, "AMD EPYC (2 threads)");
+        assert_eq!(env(d, "cpu").device_slug(), "cpu-amd-epyc");
+        let d = cpu_device_name("Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz", 8);
+        assert_eq!(
+            env(d, "cpu").device_slug(),
+            "cpu-intel-r-xeon-r-gold-6338-cpu-2-00ghz"
+        );
+        assert_eq!(env(cpu_device_name("cpu", 4), "cpu").device_slug(), "cpu");
+        assert_eq!(
+            env("NVIDIA H200".into(), "cuda").device_slug(),
+            "nvidia-h200"
+        );
     }
 
     #[test]
