@@ -75,7 +75,9 @@ fn check_common(r: &Value, scenario: &str, n: u64) {
     assert_eq!(r["backend"], "cpu");
     assert_eq!(r["model"], "tiny-llama-q4_k.gguf");
     assert_eq!(r["dtype"], "Q4_K");
-    assert!(r["device"].as_str().unwrap().starts_with("cpu"));
+    // The CPU's model name and the backend's threads: "AMD EPYC (2 threads)".
+    let threads = format!(" ({} threads)", r["host_threads"]);
+    assert!(r["device"].as_str().unwrap().ends_with(&threads), "{r}");
     assert!(f(r, "copy_gbps") > 0.0 && f(r, "weight_bytes") > 0.0 && f(r, "time") > 0.0);
     assert!(!r["commit"].as_str().unwrap().is_empty());
     assert_eq!(r["n"].as_u64(), Some(n), "{r}");
