@@ -476,7 +476,6 @@ template <int GT>
 __device__ __forceinline__ void attn_paged(const float* q, const kv_t* kc, const kv_t* vc, float* out,
                                            const u32* row_pos, const u32* row_tab, const u32* tables, int nh,
                                            int nkv, int hd, int bs, int window, float scale) {
-    pdl_entry();
     __shared__ AttnShared<GT> sh;
     const int row = blockIdx.x, tid = threadIdx.x;
     int h0, nact, kvh;
@@ -501,12 +500,14 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale) {
+    pdl_entry();
     attn_paged<ATTN_HEADS>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
 }
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                     float scale) {
+    pdl_entry();
     attn_paged<ATTN_HEADS_WIDE>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
 }
 
@@ -519,7 +520,6 @@ template <int GT>
 __device__ __forceinline__ void attn_split(const float* q, const kv_t* kc, const kv_t* vc, float* part,
                                            const u32* row_pos, const u32* row_tab, const u32* tables, int nh,
                                            int nkv, int hd, int bs, int window, float scale, int nz) {
-    pdl_entry();
     __shared__ AttnShared<GT> sh;
     const int row = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     const int pos = (int)row_pos[row];
@@ -543,12 +543,14 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                float scale, int nz) {
+    pdl_entry();
     attn_split<ATTN_HEADS>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
                     float scale, int nz) {
+    pdl_entry();
     attn_split<ATTN_HEADS_WIDE>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
 
