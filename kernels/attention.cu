@@ -152,12 +152,17 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #define ATTN_HEADS 1
 #endif
 // The heads a block of the `_wide` entries (attn_paged_wide_f32, attn_split_wide_f32), which the
-// host launches for steps of at least ATTN_WIDE_ROWS query rows (ATTN_WIDE_ROWS = 0: never). A
+// host launches for steps of at least ATTN_WIDE_ROWS query rows (ATTN_WIDE_ROWS = 0, the default:
+// never, and the entries are not compiled: their shared memory, 4·S + 24.125·S·GT bytes for
+// S = ATTN_SPLIT, passes the 48 KB static limit of sm_80-sm_89 at GT = 4, S = 512). A
 // wide step has rows x splits enough blocks that sharing each K and V load among more heads
 // pays (run 89, 32 rows at depth 128: 20.2 us with 4 heads a block against 26.0 with 2); a
 // one-row step does not (12.3 against 9.7). Same bits, as for ATTN_HEADS.
 #ifndef ATTN_HEADS_WIDE
 #define ATTN_HEADS_WIDE 4
+#endif
+#ifndef ATTN_WIDE_ROWS
+#define ATTN_WIDE_ROWS 0
 #endif
 
 // Score loop order: 0 = positions outer (a position's columns in a row); 1 = key columns outer, a
@@ -503,6 +508,7 @@ attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const
     pdl_entry();
     attn_paged<ATTN_HEADS>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
 }
+#if ATTN_WIDE_ROWS
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
@@ -510,6 +516,7 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
     pdl_entry();
     attn_paged<ATTN_HEADS_WIDE>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
 }
+#endif
 
 // The same attention with the splits of a row computed in parallel (flash-decoding, Dao et al.
 // 2023): block z of (row, heads) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
@@ -546,6 +553,7 @@ attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, cons
     pdl_entry();
     attn_split<ATTN_HEADS>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
+#if ATTN_WIDE_ROWS
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
@@ -553,6 +561,7 @@ attn_split_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part,
     pdl_entry();
     attn_split<ATTN_HEADS_WIDE>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
+#endif
 
 // Merges attn_split_f32's partials in increasing z. Grid: (rows, nh); block: (hd rounded up to 32).
 extern "C" __global__ void attn_combine_f32(const float* part, float* out, const u32* row_pos, int nh, int hd,

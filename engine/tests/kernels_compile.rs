@@ -309,8 +309,8 @@ fn linear_switches_compile() {
 
 /// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
 /// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
-/// without the L2 prefetch of K and V rows (`ATTN_PF`): every entry is there and the attention
-/// entries spill nothing.
+/// without the L2 prefetch of K and V rows (`ATTN_PF`), with the wide entries (`ATTN_WIDE_ROWS`):
+/// every entry is there and the attention entries spill nothing.
 #[test]
 fn attention_variants_compile() {
     let Some(dir) = nvrtc_or_reexec("attention_variants_compile") else {
@@ -327,6 +327,8 @@ fn attention_variants_compile() {
         }
         opts.defines.insert("ATTN_HEADS".into(), heads.to_string());
         opts.defines.insert("ATTN_PF".into(), pf.to_string());
+        // The wide entries (compiled only when a step may take them).
+        opts.defines.insert("ATTN_WIDE_ROWS".into(), "32".into());
         let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
             panic!("attention.cu (KV_F16 {f16}, ATTN_HEADS {heads}, ATTN_PF {pf}): {e}")
         });

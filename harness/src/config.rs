@@ -627,6 +627,10 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
                 }
+                Ok(n) if k == "ATTN_HEADS_WIDE" && (1..=8).contains(&n) => {}
+                _ if k == "ATTN_HEADS_WIDE" => {
+                    anyhow::bail!("kernel_defines.ATTN_HEADS_WIDE must be 1 to 8 query heads a block (got {v:?})")
+                }
                 Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
                 _ if k == "TCK_UB" => {
                     anyhow::bail!("kernel_defines.TCK_UB must be 1 to 8 units (got {v:?})")

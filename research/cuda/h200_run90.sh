@@ -4,8 +4,9 @@
 # same bits). Run 89 (attention alone, f32 cache, 8B heads, ATTN_SPLIT 256): 2 -> 4 heads a
 # block, 32 rows: depth 128 26.0 -> 20.2 us, 256 47.7 -> 36.7, 2,048 219 -> 171; 16 rows:
 # 128 14.7 -> 17.3 (worse), 256 25.3 -> 20.8; 8 rows 128 11.3 -> 13.3 (worse); 1 row worse.
-# 1. Self-check: the attention rows now compare the wide entries (walking and into a workspace)
-#    bit for bit with the narrow ones ("batch-identical" yes).
+# 1. Self-check with ATTN_WIDE_ROWS = 2 (the wide entries are compiled only when it is above 0):
+#    the attention rows compare the wide entries (walking and into a workspace) bit for bit with
+#    the narrow ones ("batch-identical" yes), with groups of 1, 2, 4, 5 and 8 query heads.
 # 2. CUDA lanes tiny and qwen3 with ATTN_WIDE_ROWS = 2: one-row steps narrow, batches wide, so
 #    batched-vs-solo compares the two kernels' bits.
 # 3. Attention table, rows 1 / 8 / 16 / 32, depths 128 / 256 / 2,048, ATTN_WIDE_ROWS 0 / 1.
@@ -20,7 +21,7 @@ t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 for w in 0 2 16 32; do printf '[kernel_defines]\nATTN_WIDE_ROWS = "%s"\n' $w > /tmp/c-w$w.toml; done
 step "self-check"
-timeout 120 $B probe --self-check > "$O/selfcheck.txt" 2>&1
+timeout 120 $B --config /tmp/c-w2.toml probe --self-check > "$O/selfcheck.txt" 2>&1
 grep -E "self-check: |attn_paged|FAIL|rror" "$O/selfcheck.txt" | tail -4 | cut -c1-200 | tee -a "$L"
 grep -q "self-check: PASS" "$O/selfcheck.txt" || { step "self-check not PASS: stop"; exit 1; }
 ok=1

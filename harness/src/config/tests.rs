@@ -142,6 +142,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
         ("QTC_SPLIT = \"0\"", "positive integer"),
         ("ATTN_KV16W = \"8\"", "\"0\" or \"1\""),
+        ("ATTN_HEADS_WIDE = \"16\"", "1 to 8 query heads a block"),
         ("QTC_GEMM = \"4\"", "wgmma"),
         ("TCW_WG = \"4\"", "TCW_WG must be 1 to 3"),
         ("TCW_STAGES = \"1\"", "TCW_STAGES must be 2 to 8"),
