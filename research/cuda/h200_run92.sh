@@ -27,7 +27,7 @@ grep -q "self-check: PASS" "$O/selfcheck.txt" || { step "self-check not PASS: st
 step "kernel table"
 timeout 120 $B probe --bench-kernels --kernel-tokens 32,64,128 --kernel-dtypes bf16,q8_0 \
   --kernel-shapes q/o,qkv,gate+up,down --variants "QTC_GEMM_MIN=64;QTC_GEMM_MIN=256" > "$O/kbench.txt" 2>&1
-grep -E "defines|^(bf16|q8_0) |rror" "$O/kbench.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
+grep -E "defines|^linear |rror" "$O/kbench.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
 for g in 64 256; do
   step "decode bf16 bs 48/64/128, QTC_GEMM_MIN $g"
   timeout 150 $B --backend cuda --config /tmp/c-g$g.toml bench decode --model synth:llama-3.1-8b:bf16 \
