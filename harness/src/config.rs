@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 74] = [
+pub const KERNEL_DEFINES: [&str; 75] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -54,6 +54,7 @@ pub const KERNEL_DEFINES: [&str; 74] = [
     "QTC_TOKFAST",
     "QTC_GEMM",
     "QTC_GEMM_MIN",
+    "QTC_GEMM_MIN_BIG",
     "QTC_Q8_0",
     "QTC_GEMM_XASYNC",
     "QTC_SPLIT_BIG",
@@ -587,8 +588,8 @@ impl ConfigArgs {
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB
-            // and ATTN_WIDE_ROWS (0: never) may be 0; the rest are sizes.
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
+            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN) and ATTN_WIDE_ROWS (0: never) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -646,7 +647,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "ATTN_WIDE_ROWS") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }

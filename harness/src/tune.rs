@@ -14,7 +14,9 @@
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
 //!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce, 0 or
 //!   1; all by aggregate decode tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
-//!   tiled GEMM from 64 tokens, or the split-K forms up to 255: aggregate decode tok/s at bs=64),
+//!   tiled GEMM from 64 tokens, or the split-K forms up to 255: aggregate decode tok/s at bs=64)
+//!   and `QTC_GEMM_MIN_BIG` (0: the same for gate+up and the lm-head; 128: the GEMM from 128 tokens
+//!   for those, whose 128-row tiles fill the SMs: bs=128),
 //!   one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s,
@@ -333,7 +335,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 25] = [
+        let sweeps: [KnobSweep; 26] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -357,6 +359,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),
+            ("QTC_GEMM_MIN_BIG", &[0, 128], 0, Some(128), 128),
             ("TCS_GLU", &[0, 1], 0, Some(128), 32),
             ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
         ];

@@ -90,6 +90,8 @@ fn kernel_define_values_are_checked_by_kind() {
         "TCG2_KU = \"2\"",
         "TCG2_STAGES = \"3\"",
         "QTC_GEMM_MIN = \"128\"",
+        "QTC_GEMM_MIN_BIG = \"0\"",
+        "QTC_GEMM_MIN_BIG = \"128\"",
         "QTC_Q8_0 = \"0\"",
         "QTC_GEMM_XASYNC = \"1\"",
         "QTC_SPLIT_BIG = \"0\"",

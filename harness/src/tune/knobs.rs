@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 /// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
 /// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format;
 /// `TCS_GLU` and `TCS_ROPE` (SwiGLU in the wgmma split-K reduce of gate|up, RoPE and the KV append
-/// in that of Q|K|V) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` (where the tiled GEMM
-/// starts) `QTC = 1`, `QTC_GEMM` on and either tensor-core format.
+/// in that of Q|K|V) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` and `QTC_GEMM_MIN_BIG`
+/// (where the tiled GEMM starts) `QTC = 1`, `QTC_GEMM` on and either tensor-core format.
 /// The other knobs always apply.
 pub(super) fn sweep_applies(
     name: &str,
@@ -23,7 +23,7 @@ pub(super) fn sweep_applies(
     if name == "TCS_GLU" || name == "TCS_ROPE" {
         return val("QTC", "0") == "1" && val("QTC_SK", "0") == "3";
     }
-    if name == "QTC_GEMM_MIN" {
+    if name == "QTC_GEMM_MIN" || name == "QTC_GEMM_MIN_BIG" {
         // Routes 64-255 tokens of BF16 and tensor-core Q8_0 matrices; only with the GEMM on.
         let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
         return val("QTC", "0") == "1"
@@ -117,6 +117,8 @@ mod tests {
         let gemm_lanes = d(&[("QTC", "1"), ("QTC_GEMM", "3"), ("QTC_Q8_0", "0")]);
         assert!(!sweep_applies("QTC_GEMM_MIN", &gemm_lanes, q8));
         assert!(!sweep_applies("QTC_GEMM_MIN", &d(&[("QTC_GEMM", "3")]), bf16));
+        assert!(sweep_applies("QTC_GEMM_MIN_BIG", &gemm, bf16));
+        assert!(!sweep_applies("QTC_GEMM_MIN_BIG", &qtc, bf16));
         // The current value: own entry, else the defines it follows in the kernel, else default.
         let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &h200, 4), 1);

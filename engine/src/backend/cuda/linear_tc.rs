@@ -149,6 +149,23 @@ impl CudaDevice {
         }
     }
 
+    /// The fewest tokens at which a matrix of `rows` rows takes the tiled GEMM (with QTC_GEMM
+    /// on): QTC_GEMM_MIN (default 64), or for matrices of at least QTC_BIG_ROWS rows (gate+up,
+    /// the lm-head) QTC_GEMM_MIN_BIG when it is above 0. Below it the split-K and one-token
+    /// forms take the tokens in groups of 32. The GEMM's blocks are 128 rows by 128 tokens: a
+    /// 4,096-row matrix gives 32 of them, too few for an H200's 132 SMs below a few hundred
+    /// tokens, while a 28,672-row one gives 224 (H200 run 92, M = 128: gate+up 183 µs on the GEMM
+    /// against 222 on the split-K form, down 280 against 117). Every form computes a row by the
+    /// same chain, so the choice never changes bits.
+    pub(super) fn gemm_min(&self, rows: usize) -> usize {
+        let big = self.define("QTC_GEMM_MIN_BIG", 0);
+        if big > 0 && rows >= self.define("QTC_BIG_ROWS", 16384).max(1) as usize {
+            big as usize
+        } else {
+            self.define("QTC_GEMM_MIN", 64).max(1) as usize
+        }
+    }
+
     /// Errors ([`Error::InvalidArgument`] through `check`) unless the device has Hopper's
     /// warpgroup MMA (sm_90a); `what` names the form and the define that chose it.
     pub(super) fn require_wgmma(&self, what: &str) -> Result<()> {
@@ -183,7 +200,7 @@ impl CudaDevice {
             format!("linear_tc: k {k} must be a positive multiple of 32")
         })?;
         let gemm = self.define("QTC_GEMM", 0);
-        if gemm >= 1 && m >= self.define("QTC_GEMM_MIN", 64).max(1) as usize {
+        if gemm >= 1 && m >= self.gemm_min(r) {
             if gemm == 3 {
                 self.linear_tcw(x, w, ys, rows, m, split_canary)?;
             } else if gemm == 2 {
