@@ -485,7 +485,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 let blocks = 48 * (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
                 let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
                 let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, 48)?;
-                eprintln!("  cuda_graph_max_batch={g}, bs=48: {:.1} tok/s", stats(&s).0);
+                eprintln!(
+                    "  cuda_graph_max_batch={g}, bs=48: {:.1} tok/s",
+                    stats(&s).0
+                );
                 wide.push((g, s));
             }
             let kept = if stats(&wide[1].1).1 > stats(&wide[0].1).2 {

@@ -116,7 +116,11 @@ mod tests {
         assert!(sweep_applies("QTC_GEMM_MIN", &gemm, q8));
         let gemm_lanes = d(&[("QTC", "1"), ("QTC_GEMM", "3"), ("QTC_Q8_0", "0")]);
         assert!(!sweep_applies("QTC_GEMM_MIN", &gemm_lanes, q8));
-        assert!(!sweep_applies("QTC_GEMM_MIN", &d(&[("QTC_GEMM", "3")]), bf16));
+        assert!(!sweep_applies(
+            "QTC_GEMM_MIN",
+            &d(&[("QTC_GEMM", "3")]),
+            bf16
+        ));
         assert!(sweep_applies("QTC_GEMM_MIN_BIG", &gemm, bf16));
         assert!(!sweep_applies("QTC_GEMM_MIN_BIG", &qtc, bf16));
         // The current value: own entry, else the defines it follows in the kernel, else default.

@@ -318,9 +318,10 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
     // 9, 32: the split-K form's token widths; 130 (past QTC_GEMM_MIN's default, 64) and 2 past a
     // later `gemm_min` (the H200's 256): the tiled form, whole token blocks and a partial one.
-    let big_rows = dev.define("QTC_BIG_ROWS", 16384).max(1) as usize;
+    let big = dev.define("QTC_BIG_ROWS", 16384).max(1) as usize;
     let mut ms = vec![1usize, 3, 8, 9, 32, 33, 130];
-    ms.extend([dev.gemm_min(1) + 2, dev.gemm_min(big_rows) + 2].iter().filter(|&&g| g > 130));
+    let past_gemm = [dev.gemm_min(1) + 2, dev.gemm_min(big) + 2];
+    ms.extend(past_gemm.into_iter().filter(|&g| g > 130));
     ms.sort_unstable();
     ms.dedup();
     let mmax = *ms.last().expect("ms");
@@ -337,7 +338,7 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     // QTC_SPLIT_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice count; one such
     // matrix (and its fused form, three times as tall) per tensor-core format.
     if dev.define("QTC", 0) == 1 && dev.define("QTC_SPLIT_BIG", 0) > 0 {
-        cases.extend([(DType::BF16, 256usize, big_rows), (DType::Q8_0, 256, big_rows)]);
+        cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
     }
     for (dtype, k, r) in cases {
         let wb = random_weights(rng, dtype, r, k);
