@@ -14,7 +14,7 @@
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
 //!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce, 0 or
 //!   1; all by aggregate decode tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
-//!   tiled GEMM from 64 tokens, or the split-K forms up to 255: aggregate decode tok/s at bs=64)
+//!   tiled GEMM from 64 tokens, or the split-K and one-token forms up to 255: aggregate decode tok/s at bs=64)
 //!   and `QTC_GEMM_MIN_BIG` (0: the same for gate+up and the lm-head; 128: the GEMM from 128 tokens
 //!   for those, whose 128-row tiles fill the SMs: bs=128),
 //!   one at a time

@@ -24,11 +24,15 @@ pub(super) fn sweep_applies(
         return val("QTC", "0") == "1" && val("QTC_SK", "0") == "3";
     }
     if name == "QTC_GEMM_MIN" || name == "QTC_GEMM_MIN_BIG" {
-        // Routes 64-255 tokens of BF16 and tensor-core Q8_0 matrices; only with the GEMM on.
+        // Routes 64-255 tokens of BF16 and tensor-core Q8_0 matrices; only with the GEMM on. The
+        // big matrices' start (swept at 128 tokens) moves nothing while every matrix takes the
+        // GEMM from 128 tokens or fewer.
         let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
+        let later = name == "QTC_GEMM_MIN" || val("QTC_GEMM_MIN", "64").parse().unwrap_or(64) > 128;
         return val("QTC", "0") == "1"
             && val("QTC_GEMM", "0") != "0"
-            && (fmt == Some(DType::BF16) || q8_tc);
+            && (fmt == Some(DType::BF16) || q8_tc)
+            && later;
     }
     if !name.starts_with("QTC_") {
         return true;
@@ -121,7 +125,10 @@ mod tests {
             &d(&[("QTC_GEMM", "3")]),
             bf16
         ));
-        assert!(sweep_applies("QTC_GEMM_MIN_BIG", &gemm, bf16));
+        // The big matrices' start only where the others' is past 128 tokens.
+        assert!(!sweep_applies("QTC_GEMM_MIN_BIG", &gemm, bf16));
+        let late = d(&[("QTC", "1"), ("QTC_GEMM", "3"), ("QTC_GEMM_MIN", "256")]);
+        assert!(sweep_applies("QTC_GEMM_MIN_BIG", &late, bf16));
         assert!(!sweep_applies("QTC_GEMM_MIN_BIG", &qtc, bf16));
         // The current value: own entry, else the defines it follows in the kernel, else default.
         let h200 = d(&[("QTC_UNROLL", "1"), ("QTC_DB_BIG", "1")]);

@@ -200,14 +200,14 @@ impl CudaDevice {
             format!("linear_tc: k {k} must be a positive multiple of 32")
         })?;
         let gemm = self.define("QTC_GEMM", 0);
+        // The tiled GEMM's form, by QTC_GEMM.
+        let tiled = |ys: &mut [&mut CudaSlice<f32>]| match gemm {
+            3 => self.linear_tcw(x, w, ys, rows, m, split_canary),
+            2 => self.linear_tcg2(x, w, ys, rows, m, split_canary),
+            _ => self.linear_tcg(x, w, ys, rows, m, split_canary),
+        };
         if gemm >= 1 && m >= self.gemm_min(r) {
-            if gemm == 3 {
-                self.linear_tcw(x, w, ys, rows, m, split_canary)?;
-            } else if gemm == 2 {
-                self.linear_tcg2(x, w, ys, rows, m, split_canary)?;
-            } else {
-                self.linear_tcg(x, w, ys, rows, m, split_canary)?;
-            }
+            tiled(ys)?;
             return Ok(false);
         }
         // QTC_SK = 1: the split-K form for every matrix; 2: for the BF16 QTC_SPLIT_BIG ones only
@@ -227,6 +227,13 @@ impl CudaDevice {
                 self.linear_tck(x, w, ys, rows, m, split_canary, epi.as_deref_mut())?
             {
                 return Ok(epi_done);
+            }
+            // Its partials pass the scratch (slices·m·r floats: the lm-head from 33 tokens,
+            // gate+up from 147, qkv from 171 on an 8B model): from 64 tokens the tiled GEMM reads
+            // the weights once, where the one-token form below reads them once per 32 tokens.
+            if gemm >= 1 && m >= 64 {
+                tiled(ys)?;
+                return Ok(false);
             }
         }
         let sk_big = w.dtype == DType::BF16 && self.tc_split(r).1 == "_big";

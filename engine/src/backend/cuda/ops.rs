@@ -406,7 +406,8 @@ impl CudaDevice {
     /// [`CudaDevice::linear_split`] into `gate` and `up` (`[m, I]` f32 each) and
     /// [`CudaDevice::gated_act`] into `out` (`[m, I]` f32). With `fuse` (the model's forward
     /// passes TCS_GLU = 1; the self-check both values), SwiGLU, halves of I rows each (I a
-    /// multiple of 4) and a split-K form taken (9 to 32 tokens under the split-K defines), the
+    /// multiple of 4) and a split-K form taken (under the split-K defines: from QTC_SK_MIN
+    /// tokens to where the tiled GEMM starts, its partials within their scratch), the
     /// split-K reduce computes `out` itself from the same sums (`linear_tcs_reduce_swiglu`: the
     /// same bits, one launch and the gate/up round trip less) and `gate` and `up` are left
     /// unwritten; returns whether it did. Errors: as the two calls.

@@ -317,11 +317,11 @@ fn check_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
 fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
     // 9, 32: the split-K form's token widths; 130 (past QTC_GEMM_MIN's default, 64) and 2 past a
-    // later `gemm_min` (the H200's 256): the tiled form, whole token blocks and a partial one.
+    // later `gemm_min` up to 1,024 (the H200's 256): the tiled form, whole blocks and a partial.
     let big = dev.define("QTC_BIG_ROWS", 16384).max(1) as usize;
     let mut ms = vec![1usize, 3, 8, 9, 32, 33, 130];
     let past_gemm = [dev.gemm_min(1) + 2, dev.gemm_min(big) + 2];
-    ms.extend(past_gemm.into_iter().filter(|&g| g > 130));
+    ms.extend(past_gemm.into_iter().filter(|&g| g > 130 && g <= 1026));
     ms.sort_unstable();
     ms.dedup();
     let mmax = *ms.last().expect("ms");
@@ -335,9 +335,10 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         (DType::Q8_0, 12288, 8),
     ];
     cases.extend(ALL_DTYPES.iter().map(|&d| (d, 1024usize, 96usize)));
-    // QTC_SPLIT_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice count; one such
-    // matrix (and its fused form, three times as tall) per tensor-core format.
-    if dev.define("QTC", 0) == 1 && dev.define("QTC_SPLIT_BIG", 0) > 0 {
+    // QTC_SPLIT_BIG / QTC_GEMM_MIN_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice
+    // count / GEMM start; one such matrix (and its fused form, three times as tall) a format.
+    let big_own = dev.define("QTC_SPLIT_BIG", 0) > 0 || dev.define("QTC_GEMM_MIN_BIG", 0) > 0;
+    if dev.define("QTC", 0) == 1 && big_own {
         cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
     }
     for (dtype, k, r) in cases {

@@ -5,7 +5,7 @@
 //! (TCS_ROPE = 1: RoPE and the KV append in the reduce).
 
 use super::attention::KvIndex;
-use super::linear_tc::RopeAppend;
+use super::linear_tc::{RopeAppend, SK_SCRATCH_FLOATS};
 use super::ops::DevMatrix;
 use super::selfcheck::{random_weights, CheckRow, Rng};
 use super::{drv, CudaDevice};
@@ -13,28 +13,35 @@ use crate::error::Result;
 use crate::models::{Activation, RopeStyle};
 use crate::quant::DType;
 
-/// Whether the defines route `m` = 9 to 32 tokens of a BF16 matrix of `mib` MiB to the wgmma
-/// split-K form (QTC = 1, QTC_SK = 3 on sm_90a, TCK_MIN_MB at most `mib`): a fused pass must then
+/// The token counts both checks run: the split-K form's widths up to 32, and past them (33: two
+/// token groups; 130: five, below the tiled GEMM where it starts later, as on the H200).
+const MS: [usize; 5] = [9, 16, 32, 33, 130];
+
+/// Whether the defines route `m` tokens of a BF16 matrix of `r` rows and `mib` MiB to the wgmma
+/// split-K form (QTC = 1, QTC_SK = 3 on sm_90a, TCK_MIN_MB at most `mib`, m from QTC_SK_MIN and
+/// below where the tiled GEMM starts, its partials within the scratch): a fused pass must then
 /// take its epilogue.
-fn routed(dev: &CudaDevice, mib: u32) -> bool {
+fn routed(dev: &CudaDevice, mib: u32, r: usize, m: usize) -> bool {
     dev.define("QTC", 0) == 1
         && dev.define("QTC_SK", 0) == 3
         && dev.info().arch == "sm_90a"
         && dev.define("TCK_MIN_MB", 0) <= mib
+        && m >= dev.define("QTC_SK_MIN", 9).max(2) as usize
+        && (dev.define("QTC_GEMM", 0) == 0 || m < dev.gemm_min(r))
+        && dev.tc_slices(r, m, false) as usize * m * r <= SK_SCRATCH_FLOATS
 }
 
 /// A BF16 gate|up matrix of 2 × 8,192 rows by 2,048 (64 MiB: past the H200 defaults'
 /// TCK_MIN_MB, and QTC_BIG_ROWS rows, as an 8B model's), with a bias. Each token alone (M = 1,
-/// the one-token form) is the reference; at M = 9, 16 and 32, [`CudaDevice::linear_gated`]
-/// unfused and fused must give each token's row the same bits. Where the defines route these M
-/// to the wgmma split-K form (QTC = 1, QTC_SK = 3 on sm_90a, TCK_MIN_MB at most 64), the fused
-/// passes must also have taken the epilogue, else the row fails: a check that ran nothing new
-/// must not pass as one that did. The case lists which passes took it.
+/// the one-token form) is the reference; at each M of [`MS`], [`CudaDevice::linear_gated`]
+/// unfused and fused must give each token's row the same bits. Where the defines route an M to
+/// the wgmma split-K form ([`routed`]), its fused pass must also have taken the epilogue, else
+/// the row fails: a check that ran nothing new must not pass as one that did. The case lists
+/// which passes took it and which had to.
 pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
     let (inter, k) = (8192usize, 2048usize);
-    let ms = [9usize, 16, 32];
-    let mmax = *ms.last().expect("ms");
+    let (ms, mmax) = (MS, MS[MS.len() - 1]);
     let wb = random_weights(rng, DType::BF16, 2 * inter, k);
     let bias = rng.vec(2 * inter, -1.0, 1.0);
     let w = DevMatrix::upload_repacked(dev, &wb, DType::BF16, 2 * inter, k, Some(&bias))?;
@@ -74,16 +81,16 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
             }
         }
     }
-    let routed = routed(dev, 64);
+    let need: Vec<bool> = ms.iter().map(|&m| routed(dev, 64, 2 * inter, m)).collect();
     Ok(vec![CheckRow {
         op: "linear_gated_bf16 (split-K reduces)".into(),
         case: format!(
-            "K={k} I={inter} M={ms:?} against M=1, bias; reduce took SwiGLU: {taken:?}{}",
-            if routed { " (required)" } else { "" }
+            "K={k} I={inter} M={ms:?} against M=1, bias; reduce took SwiGLU: {taken:?}, \
+             required: {need:?}"
         ),
         max_abs_diff: diff,
         tolerance: "bit-equal to the one-token rows, unfused and fused".into(),
-        within: same && (!routed || taken.iter().all(|&t| t)),
+        within: same && taken.iter().zip(&need).all(|(&t, &n)| t || !n),
         batch_identical: Some(same),
     }])
 }
@@ -91,16 +98,16 @@ pub(super) fn check_gated(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRo
 /// A BF16 Q|K|V matrix of Llama-3.1-8B's attention shape (32 query and 8 KV heads of 128, K =
 /// 4,096: 6,144 rows, 48 MiB, past the H200 defaults' TCK_MIN_MB) with a bias and without,
 /// both RoPE styles, an f32 or f16 KV cache (as configured). Each token alone (M = 1, the one-token form, then `rope_qk_append_f32`) is the
-/// reference for q, k, v and its cache slot; at M = 9, 16 and 32, [`CudaDevice::linear_qkv_rope`]
-/// unfused and fused must give every token the same bits there. Where the defines route these M
-/// to the wgmma split-K form, the fused passes must have taken the epilogue, else the row fails.
+/// reference for q, k, v and its cache slot; at each M of [`MS`], [`CudaDevice::linear_qkv_rope`]
+/// unfused and fused must give every token the same bits there. Where the defines route an M to
+/// the wgmma split-K form ([`routed`]), its fused passes must have taken the epilogue, else the
+/// row fails.
 pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let s = dev.stream();
     let (nh, nkv, hd, k) = (32usize, 8usize, 128usize, 4096usize);
     let (qw, kw) = (nh * hd, nkv * hd);
     let r = qw + 2 * kw;
-    let ms = [9usize, 16, 32];
-    let mmax = *ms.last().expect("ms");
+    let (ms, mmax) = (MS, MS[MS.len() - 1]);
     let wb = random_weights(rng, DType::BF16, r, k);
     let bias = rng.vec(r, -1.0, 1.0);
     // With a bias (Qwen2) and without (Llama): the kernel's two branches.
@@ -110,12 +117,12 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
     ];
     let x = rng.vec(mmax * k, -1.0, 1.0);
     let pos: Vec<u32> = (0..mmax).map(|_| (rng.next_u64() % 8192) as u32).collect();
-    // Distinct slots, not in token order; a cache of 64 slots.
-    let slots: Vec<u32> = (0..mmax as u32).map(|t| (t * 5 + 3) % 64).collect();
+    // Distinct slots, not in token order (5 is prime to 256); a cache of 256 slots.
+    let slots: Vec<u32> = (0..mmax as u32).map(|t| (t * 5 + 3) % 256).collect();
     // A slot's words in a cache viewed as f32: kw values of kv_value_bytes each (f16 packs two
     // to a word).
     let slot_words = kw * dev.kv_value_bytes() / 4;
-    let cache = 64 * slot_words;
+    let cache = 256 * slot_words;
     let inv: Vec<f32> = (0..hd / 2)
         .map(|i| 1.0 / 500000f32.powf((2 * i) as f32 / hd as f32))
         .collect();
@@ -208,18 +215,22 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
             }
         }
     }
-    let routed = routed(dev, 48);
+    // `taken` holds each M's fused pass once per (weights, style) case, in MS order.
+    let need: Vec<bool> = ms.iter().map(|&m| routed(dev, 48, r, m)).collect();
     Ok(vec![CheckRow {
         op: "linear_qkv_rope_bf16 (split-K reduce + RoPE + KV append)".into(),
         case: format!(
             "K={k} heads={nh}/{nkv}x{hd} M={ms:?} against M=1, with and without a bias, Neox and \
-             interleaved; reduce took RoPE: {taken:?}{}",
-            if routed { " (required)" } else { "" }
+             interleaved; reduce took RoPE: {taken:?}, required: {need:?}"
         ),
         max_abs_diff: diff,
         tolerance: "q, k, v and the cache slots bit-equal to the one-token rows, unfused and fused"
             .into(),
-        within: same && (!routed || taken.iter().all(|&t| t)),
+        within: same
+            && taken
+                .iter()
+                .zip(need.iter().cycle())
+                .all(|(&t, &n)| t || !n),
         batch_identical: Some(same),
     }])
 }
