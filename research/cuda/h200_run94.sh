@@ -13,7 +13,8 @@
 #     (one pass over the weights instead of one per 32 tokens): bs=192 is new, bs=64 and 128
 #     change by the lm-head (binary of this session's last commit against run 93's 5,602 at 64).
 # 1. Self-check with the shipped defaults, then with QTC_GEMM_MIN_BIG = 128.
-# 2. Kernel table BF16, gate+up and lm-head, M = 64 / 128 / 192, QTC_GEMM_MIN_BIG 0 / 64 / 128.
+# 2. Kernel table BF16, gate+up and lm-head, M = 32 / 64 / 128 / 192 (32: the lm-head of a bs=32 step,
+#    not yet timed), QTC_GEMM_MIN_BIG 0 / 64 / 128.
 # 3. Decode BF16 bs 64 / 128 / 192, QTC_GEMM_MIN_BIG 0 / 128 / 0 / 128 (N = 3).
 # Prediction: bs=128 +5% (gate+up -39 us a layer, -1.25 ms of a 21 ms step); bs=64 unchanged.
 # If so: QTC_GEMM_MIN_BIG = 128 in boards/defaults/nvidia-h200.toml.
@@ -30,7 +31,7 @@ for c in b0 b128; do
   grep -q "self-check: PASS" "$O/selfcheck-$c.txt" || { step "self-check not PASS: stop"; exit 1; }
 done
 step "kernel table"
-timeout 150 $B probe --bench-kernels --kernel-tokens 64,128,192 --kernel-dtypes bf16 --kernel-shapes gate+up,lm-head \
+timeout 150 $B probe --bench-kernels --kernel-tokens 32,64,128,192 --kernel-dtypes bf16 --kernel-shapes gate+up,lm-head \
   --variants "QTC_GEMM_MIN_BIG=0;QTC_GEMM_MIN_BIG=64;QTC_GEMM_MIN_BIG=128" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
 for c in b0 b128 b0 b128; do
