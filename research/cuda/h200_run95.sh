@@ -27,4 +27,14 @@ for kv in f32 f16; do
   grep -E "attn_|Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Registers Per|Shared Memory Config|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Issued Warp|No Eligible|Eligible Warps|Grid Size|Block Size" \
     "$O/ncu-attn-$kv.txt" | cut -c1-130 | tee -a "$L"
 done
+# Occupancy, f32 cache: at depth 8,192 one row's attention is 32 splits x 16 blocks of 256
+# threads; at 106 registers a thread an SM holds 2 blocks, so 512 blocks take two waves. Fewer
+# registers (ATTN_MINB caps them: 2 -> 128, 4 -> 64) or fewer heads a block (ATTN_HEADS 1: fewer
+# accumulators) might fit 4 blocks an SM, one wave. Same bits for ATTN_MINB and ATTN_HEADS;
+# ATTN_SPLIT changes the reduction order (a setting of its own).
+step "attention table, f32 cache, occupancy variants"
+timeout 120 $B probe --bench-kernels --kernel-ops attn --attn-rows 1 --attn-depths 128,2048,8192 \
+  --variants ";ATTN_MINB=4;ATTN_HEADS=1;ATTN_HEADS=1,ATTN_MINB=4;ATTN_SPLIT=128,ATTN_MINB=4;ATTN_SPLIT=512" \
+  > "$O/kbench-attn-occ.txt" 2>&1
+grep -E "defines|attn |rror" "$O/kbench-attn-occ.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
 step done
