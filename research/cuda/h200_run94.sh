@@ -33,7 +33,7 @@ done
 step "kernel table"
 timeout 150 $B probe --bench-kernels --kernel-tokens 32,64,128,192 --kernel-dtypes bf16 --kernel-shapes gate+up,lm-head \
   --variants "QTC_GEMM_MIN_BIG=0;QTC_GEMM_MIN_BIG=64;QTC_GEMM_MIN_BIG=128" > "$O/kbench.txt" 2>&1
-grep -E "defines|^linear |rror" "$O/kbench.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
+grep -E "defines|^linear |rror" "$O/kbench.txt" | sed -E '/defines/{s/.*/& /;s/^kernels, defines \{.*$/echo "kernels, defines: $(echo "&" | grep -oE "(QTC_GEMM_MIN_BIG|QTC_GEMM_MIN)=[0-9]+" | tr "\\n" " ")"/e}' | cut -c1-110 | tee -a "$L"
 for c in b0 b128 b0 b128; do
   step "decode bf16 bs 64/128/192, $c"
   timeout 150 $B --backend cuda --config /tmp/c-$c.toml bench decode --model synth:llama-3.1-8b:bf16 --batch 64,128,192 \

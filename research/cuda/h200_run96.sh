@@ -18,5 +18,5 @@ step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 step "kernel table, BF16, M = 1 / 32"
 timeout 150 $B probe --bench-kernels --kernel-tokens 1,32 --kernel-dtypes bf16 --kernel-shapes q/o,qkv,down \
   --variants ";QTC_WT=1;QTC_WT=4;TCK_MIN_MB=0;QTC_SK_WAVES=2" > "$O/kbench.txt" 2>&1
-grep -E "defines|^linear |rror" "$O/kbench.txt" | sed 's/, LIN_ROWS.*//' | cut -c1-110 | tee -a "$L"
+grep -E "defines|^linear |rror" "$O/kbench.txt" | sed -E '/defines/{s/.*/& /;s/^kernels, defines \{.*$/echo "kernels, defines: $(echo "&" | grep -oE "(QTC_WT|TCK_MIN_MB|QTC_SK_WAVES)=[0-9]+" | tr "\\n" " ")"/e}' | cut -c1-110 | tee -a "$L"
 step done
