@@ -152,7 +152,9 @@ impl CudaDevice {
     /// The fewest tokens at which a matrix of `rows` rows takes the tiled GEMM (with QTC_GEMM
     /// on): QTC_GEMM_MIN (default 64), or for matrices of at least QTC_BIG_ROWS rows (gate+up,
     /// the lm-head) QTC_GEMM_MIN_BIG when it is above 0. Below it the split-K and one-token
-    /// forms take the tokens in groups of 32. The GEMM's blocks are 128 rows by 128 tokens: a
+    /// forms take the tokens in groups of 32 (but from 64 tokens a matrix whose split-K partials
+    /// pass their scratch takes the GEMM: [`CudaDevice::linear_tc`]). The GEMM's blocks are 128
+    /// rows by 128 tokens: a
     /// 4,096-row matrix gives 32 of them, too few for an H200's 132 SMs below a few hundred
     /// tokens, while a 28,672-row one gives 224 (H200 run 92, M = 128: gate+up 183 µs on the GEMM
     /// against 222 on the split-K form, down 280 against 117). Every form computes a row by the
