@@ -184,6 +184,14 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_KV16W
 #define ATTN_KV16W 0
 #endif
+// f16 cache, head_dim a multiple of 8: 1 = the weighted V sum loads 16 bytes (8 halves) a thread,
+// half the threads one 8-element chunk each, instead of every thread a float4 column by two
+// 4-byte loads: the same position groups and order per element, so the same bits; fewer load
+// instructions for the bytes (run 87: the f16 form at 16% of copy bandwidth, bound by latency
+// and issue). Not yet measured.
+#ifndef ATTN_V16W
+#define ATTN_V16W 0
+#endif
 // Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
 // to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every
 // head's running sums across splits, always takes 1: at 64 it spills).
@@ -401,6 +409,41 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     float4 a[GT];
 #pragma unroll
     for (int h = 0; h < GT; ++h) a[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if KV_F16 && ATTN_V16W
+    if ((hd & 7) == 0) {
+        // Thread (g8, cc) of the first groups · hd/8: the same position group g8 and the two
+        // float4 columns 2cc, 2cc + 1 from one 16-byte load of 8 halves; each element's sum is
+        // the chain of the form below (same groups, positions in the same order).
+        const int c8 = c4 >> 1, g8 = tid / c8, cc = tid % c8;
+        float4 b[GT];
+#pragma unroll
+        for (int h = 0; h < GT; ++h) b[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g8 < groups) {
+            int j = j0 + ((g8 - j0 % groups) % groups + groups) % groups;
+#pragma unroll 8
+            for (; j <= j1; j += groups) {
+                const uint4 v = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 8 * cc);
+#pragma unroll
+                for (int h = 0; h < GT; ++h) {
+                    const float w = sh.es[h][j];
+                    a[h].x = __fmaf_rn(w, kv_half(v.x, 0), a[h].x);
+                    a[h].y = __fmaf_rn(w, kv_half(v.x, 1), a[h].y);
+                    a[h].z = __fmaf_rn(w, kv_half(v.y, 0), a[h].z);
+                    a[h].w = __fmaf_rn(w, kv_half(v.y, 1), a[h].w);
+                    b[h].x = __fmaf_rn(w, kv_half(v.z, 0), b[h].x);
+                    b[h].y = __fmaf_rn(w, kv_half(v.z, 1), b[h].y);
+                    b[h].z = __fmaf_rn(w, kv_half(v.w, 0), b[h].z);
+                    b[h].w = __fmaf_rn(w, kv_half(v.w, 1), b[h].w);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < GT; ++h) {
+                sh.part[h][g8 * c4 + 2 * cc] = a[h];
+                sh.part[h][g8 * c4 + 2 * cc + 1] = b[h];
+            }
+        }
+    } else
+#endif
     if (g < groups) {
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
 #pragma unroll 8

@@ -309,8 +309,9 @@ fn linear_switches_compile() {
 
 /// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
 /// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
-/// without the L2 prefetch of K and V rows (`ATTN_PF`), with the wide entries (`ATTN_WIDE_ROWS`):
-/// every entry is there and the attention entries spill nothing.
+/// without the L2 prefetch of K and V rows (`ATTN_PF`; with the f16 cache the 16-byte V loads,
+/// `ATTN_V16W`, take the same value), with the wide entries (`ATTN_WIDE_ROWS`): every entry is
+/// there and the attention entries spill nothing.
 #[test]
 fn attention_variants_compile() {
     let Some(dir) = nvrtc_or_reexec("attention_variants_compile") else {
@@ -324,6 +325,7 @@ fn attention_variants_compile() {
         let mut opts = options(&dir);
         if f16 {
             opts.defines.insert("KV_F16".into(), "1".into());
+            opts.defines.insert("ATTN_V16W".into(), pf.to_string());
         }
         opts.defines.insert("ATTN_HEADS".into(), heads.to_string());
         opts.defines.insert("ATTN_PF".into(), pf.to_string());

@@ -12,11 +12,21 @@
 # in flight a thread (wider loads, more positions a lane); if "math pipe throttle"/"wait" on the
 # conversions, convert pairs (half2 -> float2) or accumulate pairs; if "barrier", fewer
 # __syncthreads a split (the max/sum trees); if occupancy is the limit, the shared memory a block.
-# Usage: h200_run95.sh MEMRA OUT_DIR
+# Usage: h200_run95.sh MEMRA OUT_DIR (about 4-5 minutes)
 set -u
 B=$1; O=$2; L=$O/log.txt
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
+# ATTN_V16W = 1 (this session, not yet run): the f16 form's weighted V sum by 16-byte loads of 8
+# halves (half the threads), same bits. Self-check with it, then the f16 table against it.
+printf '[kernel_defines]\nATTN_V16W = "1"\n' > /tmp/c-v16.toml
+step "self-check, f16 cache, ATTN_V16W = 1"
+timeout 150 $B --config /tmp/c-v16.toml --kv-cache-dtype f16 probe --self-check > "$O/selfcheck-v16.txt" 2>&1
+grep -E "self-check: |attn_|FAIL|rror" "$O/selfcheck-v16.txt" | tail -4 | cut -c1-200 | tee -a "$L"
+step "attention table, f16 cache, ATTN_V16W 0 / 1, with ATTN_KV16W 1"
+timeout 120 $B --kv-cache-dtype f16 probe --bench-kernels --kernel-ops attn --attn-rows 1,32 --attn-depths 128,2048,8192 \
+  --variants ";ATTN_V16W=1;ATTN_V16W=1,ATTN_KV16W=1" > "$O/kbench-attn-v16.txt" 2>&1
+grep -E "defines|attn |rror" "$O/kbench-attn-v16.txt" | sed -E 's/kernels, defines \{.*/kernels, next variant/' | cut -c1-110 | tee -a "$L"
 for kv in f32 f16; do
   step "ncu, attention, $kv cache, 1 row, depth 8,192"
   timeout 240 ncu --clock-control none -k regex:attn_ --launch-skip 10 --launch-count 2 \
