@@ -15,6 +15,7 @@ pub mod ops;
 pub mod sample;
 pub mod selfcheck;
 mod selfcheck_gated;
+mod selfcheck_sample;
 
 use crate::error::{Error, Result};
 use compile::{ImageKind, KernelOptions};
