@@ -457,16 +457,20 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // CUDA graphs: bs=1 decode with decode steps launched one kernel at a time (0) or
         // replayed as graphs of up to 32 rows; graphs stay unless plain launches beat them
         // beyond the spread.
-        let mut results = Vec::new();
-        for g in [0usize, 32] {
+        // Decode tok/s of `batch` sequences at depth 128 with graphs of up to `g` rows.
+        let mut measure = |g: usize, batch: usize| -> Result<(usize, Vec<f64>)> {
             let mut c = cfg.clone();
             c.cuda_graph_max_batch = g;
-            let blocks = (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
+            let blocks = batch * (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
             let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
-            let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, 1)?;
-            eprintln!("  cuda_graph_max_batch={g}: {:.1} tok/s", stats(&s).0);
-            results.push((g, s));
-        }
+            let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, batch)?;
+            eprintln!(
+                "  cuda_graph_max_batch={g}, bs={batch}: {:.1} tok/s",
+                stats(&s).0
+            );
+            Ok((g, s))
+        };
+        let results = vec![measure(0, 1)?, measure(32, 1)?];
         let (off, on) = (&results[0], &results[1]);
         let bs1 = format!(
             "decode tok/s, bs=1, depth 128, {} new tokens; graphs (32) stay unless plain launches \
@@ -478,19 +482,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         } else {
             // Graphs stay: steps of 33-64 rows graphed too (64) against launched (32), by a
             // batch of 48 (H200 run 91: 4,550 -> 4,687 tok/s).
-            let mut wide = Vec::new();
-            for g in [32usize, 64] {
-                let mut c = cfg.clone();
-                c.cuda_graph_max_batch = g;
-                let blocks = 48 * (128 + args.new_tokens).div_ceil(cfg.kv_block_size) + 4;
-                let mut e = cuda_engine(&c, &loaded, &mut shared, &defines, blocks)?;
-                let s = decode_tok_s(&mut e, vocab, 128, args.new_tokens, reps, 48)?;
-                eprintln!(
-                    "  cuda_graph_max_batch={g}, bs=48: {:.1} tok/s",
-                    stats(&s).0
-                );
-                wide.push((g, s));
-            }
+            let wide = vec![measure(32, 48)?, measure(64, 48)?];
             let kept = if stats(&wide[1].1).1 > stats(&wide[0].1).2 {
                 wide[1].clone()
             } else {
