@@ -192,6 +192,16 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_V16W
 #define ATTN_V16W 0
 #endif
+// Positions a thread's weighted V sum loads before its first FMA: the loop runs in batches of
+// ATTN_VBATCH positions, each batch's loads issued together, then the rest one at a time. Each
+// element's chain keeps positions in increasing order, so any value gives the same bits. Written
+// out because nvcc unrolled the f16 form's `#pragma unroll 8` with an exit test between
+// positions, each load waiting for the one before (SASS of run 95's build: one load pair in
+// flight a thread; the f32 form got batches of 8): with the f16 cache the V phase was a chain of
+// 32 round trips a split (f16 14.6 us against f32 9.9 at depth 128, run 87).
+#ifndef ATTN_VBATCH
+#define ATTN_VBATCH 8
+#endif
 // Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
 // to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every
 // head's running sums across splits, always takes 1: at 64 it spills).
@@ -262,6 +272,38 @@ __device__ __forceinline__ void block_sum_gt(float (&v)[GT], float (*scratch)[AT
     for (int h = 0; h < GT; ++h) v[h] = warp_sum((lane < ATTN_SPLIT / 32) ? scratch[h][lane] : 0.0f);
     __syncthreads();
 }
+
+// a[h] += es[h][j] · v (one float4 column of position j's V row), for each of the GT heads.
+template <int GT>
+__device__ __forceinline__ void attn_v4_fma(const float4 v, const float (*es)[ATTN_SPLIT], int j, float4 (&a)[GT]) {
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        const float w = es[h][j];
+        a[h].x = __fmaf_rn(w, v.x, a[h].x);
+        a[h].y = __fmaf_rn(w, v.y, a[h].y);
+        a[h].z = __fmaf_rn(w, v.z, a[h].z);
+        a[h].w = __fmaf_rn(w, v.w, a[h].w);
+    }
+}
+#if KV_F16
+// The same for 8 halves (two float4 columns, into a and b) from one 16-byte load.
+template <int GT>
+__device__ __forceinline__ void attn_v8_fma(const uint4 v, const float (*es)[ATTN_SPLIT], int j, float4 (&a)[GT],
+                                            float4 (&b)[GT]) {
+#pragma unroll
+    for (int h = 0; h < GT; ++h) {
+        const float w = es[h][j];
+        a[h].x = __fmaf_rn(w, kv_half(v.x, 0), a[h].x);
+        a[h].y = __fmaf_rn(w, kv_half(v.x, 1), a[h].y);
+        a[h].z = __fmaf_rn(w, kv_half(v.y, 0), a[h].z);
+        a[h].w = __fmaf_rn(w, kv_half(v.y, 1), a[h].w);
+        b[h].x = __fmaf_rn(w, kv_half(v.z, 0), b[h].x);
+        b[h].y = __fmaf_rn(w, kv_half(v.z, 1), b[h].y);
+        b[h].z = __fmaf_rn(w, kv_half(v.w, 0), b[h].z);
+        b[h].w = __fmaf_rn(w, kv_half(v.w, 1), b[h].w);
+    }
+}
+#endif
 
 template <int GT>
 __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s, int lo,
@@ -420,21 +462,19 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         for (int h = 0; h < GT; ++h) b[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (g8 < groups) {
             int j = j0 + ((g8 - j0 % groups) % groups + groups) % groups;
-#pragma unroll 8
-            for (; j <= j1; j += groups) {
-                const uint4 v = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 8 * cc);
+            const int n = j <= j1 ? (j1 - j) / groups + 1 : 0;
+            int i = 0;
+            for (; i + ATTN_VBATCH <= n; i += ATTN_VBATCH, j += ATTN_VBATCH * groups) {
+                uint4 v[ATTN_VBATCH];
 #pragma unroll
-                for (int h = 0; h < GT; ++h) {
-                    const float w = sh.es[h][j];
-                    a[h].x = __fmaf_rn(w, kv_half(v.x, 0), a[h].x);
-                    a[h].y = __fmaf_rn(w, kv_half(v.x, 1), a[h].y);
-                    a[h].z = __fmaf_rn(w, kv_half(v.y, 0), a[h].z);
-                    a[h].w = __fmaf_rn(w, kv_half(v.y, 1), a[h].w);
-                    b[h].x = __fmaf_rn(w, kv_half(v.z, 0), b[h].x);
-                    b[h].y = __fmaf_rn(w, kv_half(v.z, 1), b[h].y);
-                    b[h].z = __fmaf_rn(w, kv_half(v.w, 0), b[h].z);
-                    b[h].w = __fmaf_rn(w, kv_half(v.w, 1), b[h].w);
-                }
+                for (int u = 0; u < ATTN_VBATCH; ++u)
+                    v[u] = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j + u * groups] * nkv + kvh) * hd + 8 * cc);
+#pragma unroll
+                for (int u = 0; u < ATTN_VBATCH; ++u) attn_v8_fma<GT>(v[u], sh.es, j + u * groups, a, b);
+            }
+            for (; i < n; ++i, j += groups) {
+                const uint4 v = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 8 * cc);
+                attn_v8_fma<GT>(v, sh.es, j, a, b);
             }
 #pragma unroll
             for (int h = 0; h < GT; ++h) {
@@ -446,18 +486,18 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #endif
     if (g < groups) {
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
-#pragma unroll 8
-        for (; j <= j1; j += groups) {
-            const float4 v = kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c);
+        const int n = j <= j1 ? (j1 - j) / groups + 1 : 0;
+        int i = 0;
+        for (; i + ATTN_VBATCH <= n; i += ATTN_VBATCH, j += ATTN_VBATCH * groups) {
+            float4 v[ATTN_VBATCH];
 #pragma unroll
-            for (int h = 0; h < GT; ++h) {
-                const float w = sh.es[h][j];
-                a[h].x = __fmaf_rn(w, v.x, a[h].x);
-                a[h].y = __fmaf_rn(w, v.y, a[h].y);
-                a[h].z = __fmaf_rn(w, v.z, a[h].z);
-                a[h].w = __fmaf_rn(w, v.w, a[h].w);
-            }
+            for (int u = 0; u < ATTN_VBATCH; ++u)
+                v[u] = kv_load4(vc + ((size_t)sh.slot[j + u * groups] * nkv + kvh) * hd + 4 * c);
+#pragma unroll
+            for (int u = 0; u < ATTN_VBATCH; ++u) attn_v4_fma<GT>(v[u], sh.es, j + u * groups, a);
         }
+        for (; i < n; ++i, j += groups)
+            attn_v4_fma<GT>(kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c), sh.es, j, a);
 #pragma unroll
         for (int h = 0; h < GT; ++h) sh.part[h][g * c4 + c] = a[h];
     }
@@ -617,7 +657,20 @@ extern "C" __global__ void attn_combine_f32(const float* part, float* out, const
     const int n = pos / ATTN_SPLIT - lo / ATTN_SPLIT + 1;
     const float* base = part + ((size_t)row * nh + head) * nz * (hd + 2);
     float rm = NEG_INF, rl = 0.0f, ra = 0.0f;
-    for (int z = 0; z < n; ++z) {
+    // Splits in batches of 8 whose loads go out together (a row at depth 8,192 has 33), merged
+    // one at a time in increasing z as before.
+    int z = 0;
+    for (; z + 8 <= n; z += 8) {
+        float m[8], l[8], a[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const float* o = base + (size_t)(z + u) * (hd + 2);
+            m[u] = o[0], l[u] = o[1], a[u] = o[2 + tid];
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) attn_merge(z + u == 0, m[u], l[u], a[u], rm, rl, ra);
+    }
+    for (; z < n; ++z) {
         const float* o = base + (size_t)z * (hd + 2);
         attn_merge(z == 0, o[0], o[1], o[2 + tid], rm, rl, ra);
     }

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 76] = [
+pub const KERNEL_DEFINES: [&str; 77] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -27,6 +27,7 @@ pub const KERNEL_DEFINES: [&str; 76] = [
     "ATTN_KV16W",
     "ATTN_PF",
     "ATTN_V16W",
+    "ATTN_VBATCH",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
@@ -589,7 +590,7 @@ impl ConfigArgs {
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN) and ATTN_WIDE_ROWS (0: never) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -629,6 +630,10 @@ impl ConfigArgs {
                 Ok(n) if matches!(k.as_str(), "TCW_WG" | "TCK_WG") && (1..=3).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
+                }
+                Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
+                _ if k == "ATTN_VBATCH" => {
+                    anyhow::bail!("kernel_defines.ATTN_VBATCH must be 1 to 16 positions (got {v:?})")
                 }
                 Ok(n) if k == "ATTN_HEADS_WIDE" && (1..=8).contains(&n) => {}
                 _ if k == "ATTN_HEADS_WIDE" => {

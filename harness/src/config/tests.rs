@@ -59,7 +59,7 @@ fn serve_table_then_flags() {
 
 /// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
 /// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_WG and
-/// TCK_WG 1..=3, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
+/// TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
 /// combinations (TCK_STAGES above TCK_UB, twice it with TCK_BULK, TCK_UB at most 4 with
 /// TCK_LDG, not TCK_LDG and TCK_BULK both); anything else names the define.
 #[test]
@@ -84,6 +84,7 @@ fn kernel_define_values_are_checked_by_kind() {
         "QLIN_M1_PREFETCH = \"16\"",
         "ATTN_KV16W = \"0\"",
         "ATTN_V16W = \"1\"",
+        "ATTN_VBATCH = \"16\"",
         "ATTN_KORDER = \"0\"",
         "QTC_TOKFAST = \"1\"",
         "QTC_GEMM = \"1\"",
@@ -147,6 +148,8 @@ fn kernel_define_values_are_checked_by_kind() {
         ("QTC_SPLIT = \"0\"", "positive integer"),
         ("ATTN_KV16W = \"8\"", "\"0\" or \"1\""),
         ("ATTN_V16W = \"2\"", "\"0\" or \"1\""),
+        ("ATTN_VBATCH = \"0\"", "ATTN_VBATCH must be 1 to 16"),
+        ("ATTN_VBATCH = \"17\"", "ATTN_VBATCH must be 1 to 16"),
         ("ATTN_HEADS_WIDE = \"16\"", "1 to 8 query heads a block"),
         ("QTC_GEMM = \"4\"", "wgmma"),
         ("TCW_WG = \"4\"", "TCW_WG must be 1 to 3"),
