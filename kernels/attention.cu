@@ -153,7 +153,7 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #endif
 // The heads a block of the `_wide` entries (attn_paged_wide_f32, attn_split_wide_f32), which the
 // host launches for steps of at least ATTN_WIDE_ROWS query rows (ATTN_WIDE_ROWS = 0, the default:
-// never, and the entries are not compiled: their shared memory, 4·S + 24.125·S·GT bytes for
+// never, and unless ATTN_WIDE_SPLITS is set the entries are not compiled: their shared memory, 4·S + 24.125·S·GT bytes for
 // S = ATTN_SPLIT, passes the 48 KB static limit of sm_80-sm_89 at GT = 4, S = 512). A
 // wide step has rows x splits enough blocks that sharing each K and V load among more heads
 // pays (run 89, 32 rows at depth 128: 20.2 us with 4 heads a block against 26.0 with 2); a
@@ -164,6 +164,15 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_WIDE_ROWS
 #define ATTN_WIDE_ROWS 0
 #endif
+// The host also launches the `_wide` entries for a step whose rows reach ATTN_WIDE_SPLITS KV
+// splits (the largest row's; under a CUDA graph the graph's split grid, a power of two; 0, the
+// default: never): a deep row has splits enough blocks that sharing each K and V load pays (run
+// 97, f16 cache, one row: depth 8,192 30.0 us with 2 heads a block, 24.3 with 4; depth 2,048
+// 13.6 against 15.1; depth 128 9.9 against 11.6). Same bits.
+#ifndef ATTN_WIDE_SPLITS
+#define ATTN_WIDE_SPLITS 0
+#endif
+#define ATTN_WIDE (ATTN_WIDE_ROWS || ATTN_WIDE_SPLITS)
 
 // Score loop order: 0 = positions outer (a position's columns in a row); 1 = key columns outer, a
 // lane's R positions inner (each column's q read from shared memory once for R positions). Same
@@ -198,9 +207,11 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // out because nvcc unrolled the f16 form's `#pragma unroll 8` with an exit test between
 // positions, each load waiting for the one before (SASS of run 95's build: one load pair in
 // flight a thread; the f32 form got batches of 8): with the f16 cache the V phase was a chain of
-// 32 round trips a split (f16 14.6 us against f32 9.9 at depth 128, run 87).
+// 32 round trips a split (f16 14.6 us against f32 9.9 at depth 128, run 87). Defaults by KV
+// format, run 97 (one row, depths 128 / 2,048 / 8,192, us): f32 8 (10.2 / 14.4 / 31.9; 16 took
+// 9.8 / 17.9 / 44.1), f16 16 (9.3 / 12.4 / 28.5; 8 took 9.9 / 13.6 / 30.0).
 #ifndef ATTN_VBATCH
-#define ATTN_VBATCH 8
+#define ATTN_VBATCH (KV_F16 ? 16 : 8)
 #endif
 // Minimum resident blocks a multiprocessor in attn_split_f32's launch bounds: 1 lets ptxas use up
 // to 255 registers a thread, 2 caps them at 128, 4 at 64 (attn_paged_f32, which keeps every
@@ -591,7 +602,7 @@ attn_paged_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const
     pdl_entry();
     attn_paged<ATTN_HEADS>(q, kc, vc, out, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale);
 }
-#if ATTN_WIDE_ROWS
+#if ATTN_WIDE
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, 1)
 attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
@@ -636,7 +647,7 @@ attn_split_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, cons
     pdl_entry();
     attn_split<ATTN_HEADS>(q, kc, vc, part, row_pos, row_tab, tables, nh, nkv, hd, bs, window, scale, nz);
 }
-#if ATTN_WIDE_ROWS
+#if ATTN_WIDE
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_MINB)
 attn_split_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* part, const u32* row_pos,
                     const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 77] = [
+pub const KERNEL_DEFINES: [&str; 78] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -21,6 +21,7 @@ pub const KERNEL_DEFINES: [&str; 77] = [
     "ATTN_HEADS",
     "ATTN_HEADS_WIDE",
     "ATTN_WIDE_ROWS",
+    "ATTN_WIDE_SPLITS",
     "ATTN_KUNROLL",
     "ATTN_KORDER",
     "ATTN_MINB",
@@ -591,7 +592,7 @@ impl ConfigArgs {
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
-            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN) and ATTN_WIDE_ROWS (0: never) may be 0; the rest are sizes.
+            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -654,7 +655,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }

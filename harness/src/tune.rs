@@ -7,7 +7,8 @@
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
 //!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS`, `ATTN_PF` (decode tok/s at a 2,048-token
-//!   depth), `ATTN_WIDE_ROWS` (aggregate decode tok/s at bs=32) and,
+//!   depth), `ATTN_WIDE_ROWS` (aggregate decode tok/s at bs=32), `ATTN_WIDE_SPLITS` (0 or 32,
+//!   decode tok/s at an 8,192-token depth) and,
 //!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
 //!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
@@ -335,7 +336,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 26] = [
+        let sweeps: [KnobSweep; 27] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -352,6 +353,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
             ("ATTN_PF", &[0, 1], 0, Some(2048), 1),
             ("ATTN_WIDE_ROWS", &[0, 16, 32], 0, Some(128), 32),
+            ("ATTN_WIDE_SPLITS", &[0, 32], 0, Some(8192), 1),
             ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),

@@ -85,6 +85,8 @@ fn kernel_define_values_are_checked_by_kind() {
         "ATTN_KV16W = \"0\"",
         "ATTN_V16W = \"1\"",
         "ATTN_VBATCH = \"16\"",
+        "ATTN_WIDE_SPLITS = \"0\"",
+        "ATTN_WIDE_SPLITS = \"32\"",
         "ATTN_KORDER = \"0\"",
         "QTC_TOKFAST = \"1\"",
         "QTC_GEMM = \"1\"",

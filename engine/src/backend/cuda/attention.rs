@@ -240,8 +240,10 @@ impl CudaDevice {
     /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
     /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `path` picks the kernels
     /// ([`AttnPath`]); every path gives bit-identical results (the self-check compares them).
-    /// A step of at least `ATTN_WIDE_ROWS` rows (0, the default: never) runs the `_wide` entries,
-    /// `ATTN_HEADS_WIDE` query heads a block instead of `ATTN_HEADS` (same bits).
+    /// A step of at least `ATTN_WIDE_ROWS` rows, or whose rows reach `ATTN_WIDE_SPLITS` KV splits
+    /// (the largest row's count; on [`AttnPath::Workspace`] the grid's, so that a CUDA graph
+    /// decides by its key), runs the `_wide` entries, `ATTN_HEADS_WIDE` query heads a block
+    /// instead of `ATTN_HEADS` (0, the defaults: never; same bits).
     /// Errors: shapes that do not add up, or a workspace too small for its `nz`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
@@ -258,9 +260,34 @@ impl CudaDevice {
         path: AttnPath<'_>,
     ) -> Result<()> {
         let wide_rows = self.define("ATTN_WIDE_ROWS", 0) as usize;
-        let wide = wide_rows > 0 && idx.pos.len() >= wide_rows;
+        let wide_splits = self.define("ATTN_WIDE_SPLITS", 0) as usize;
+        let splits = || match &path {
+            AttnPath::Workspace { nz, .. } => *nz,
+            _ => self.attn_splits(idx, window.unwrap_or(0)),
+        };
+        let wide = (wide_rows > 0 && idx.pos.len() >= wide_rows)
+            || (wide_splits > 0 && splits() >= wide_splits);
         let args = (heads, block_size, window, scale);
         self.attention_as(q, kc, vc, out, idx, args, path, wide)
+    }
+
+    /// The most KV splits (`ATTN_SPLIT` positions each) any row of `idx` attends over, for a
+    /// sliding window of `window` positions (0: global).
+    fn attn_splits(&self, idx: &KvIndex, window: usize) -> usize {
+        let split = self.define("ATTN_SPLIT", 256) as usize;
+        idx.host_pos
+            .iter()
+            .map(|&p| {
+                let p = p as usize;
+                let lo = if window > 0 {
+                    (p + 1).saturating_sub(window)
+                } else {
+                    0
+                };
+                p / split - lo / split + 1
+            })
+            .max()
+            .unwrap_or(1)
     }
 
     /// [`CudaDevice::attention`] with the head grouping chosen by the caller: `wide` runs the
@@ -297,16 +324,7 @@ impl CudaDevice {
             },
         )?;
         let w = window.unwrap_or(0);
-        let nz = idx
-            .host_pos
-            .iter()
-            .map(|&p| {
-                let p = p as usize;
-                let lo = if w > 0 { (p + 1).saturating_sub(w) } else { 0 };
-                p / split - lo / split + 1
-            })
-            .max()
-            .unwrap_or(1);
+        let nz = self.attn_splits(idx, w);
         let part_len = rows * nh * nz * (hd + 2);
         let mut fresh;
         let (part, nz) = match path {

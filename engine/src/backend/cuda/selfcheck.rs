@@ -548,7 +548,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         // path 0: one block walks the splits; 1: split-parallel; 2: split-parallel into a
         // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it);
         // 3 and 5: paths 0 and 2 on the `_wide` entries (ATTN_HEADS_WIDE heads a block, compiled
-        // when ATTN_WIDE_ROWS > 0).
+        // when ATTN_WIDE_ROWS or ATTN_WIDE_SPLITS > 0).
         let run = |rows: &[usize], path: u8| -> Result<Vec<f32>> {
             let qs: Vec<f32> = rows
                 .iter()
@@ -602,7 +602,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let ident = same(&run(&[positions.len() - 1], 1)?, last)
             && same(&run(&[positions.len() - 1], 2)?, last)
             && same(&run(&all, 2)?, &gpu)
-            && (dev.define("ATTN_WIDE_ROWS", 0) == 0
+            && ((dev.define("ATTN_WIDE_ROWS", 0) == 0 && dev.define("ATTN_WIDE_SPLITS", 0) == 0)
                 || (same(&run(&all, 3)?, &gpu) && same(&run(&all, 5)?, &gpu)));
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
