@@ -81,6 +81,13 @@
 #ifndef QTC_Q8_DB_BIG
 #define QTC_Q8_DB_BIG QTC_DB_BIG
 #endif
+// QTC_DB for the Q8_0 one-token entry `linear_tc_q8_0_n1` alone: its units are 16 bytes a lane,
+// so without double buffering a warp has QTC_Q8_UNROLL x QTC_WT x 16 bytes a lane in flight (64
+// at the H200 defaults) and walks its slice in round trips (q/o [4096, 4096] at M = 1: 9.7 us,
+// 1.7 TB/s, run 52). Loads only: no bits change.
+#ifndef QTC_Q8_DB
+#define QTC_Q8_DB QTC_DB
+#endif
 
 // Grid order: 0 = row tiles fastest (blockIdx.x), so the blocks running together share a token
 // group and each row tile's weights come from memory once per token group; 1 = token groups
@@ -282,7 +289,7 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
 LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB, QTC_UNROLL)
-LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL)
+LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 #if QTC_SPLIT_BIG > 0

@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 78] = [
+pub const KERNEL_DEFINES: [&str; 79] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -74,6 +74,7 @@ pub const KERNEL_DEFINES: [&str; 78] = [
     "QTC_Q8_UNROLL_NT",
     "QTC_Q8_UNROLL_BIG",
     "QTC_Q8_DB_BIG",
+    "QTC_Q8_DB",
     "QTC_M1_PREFETCH",
     "TCG2_KU",
     "TCG2_STAGES",
@@ -588,7 +589,7 @@ impl ConfigArgs {
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
-            // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
+            // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
@@ -605,6 +606,7 @@ impl ConfigArgs {
                     | "QTC_DB"
                     | "QTC_DB_BIG"
                     | "QTC_Q8_DB_BIG"
+                    | "QTC_Q8_DB"
                     | "QTC_SK_DB"
                     | "QTC_TOKFAST"
                     | "QTC_Q8_0"

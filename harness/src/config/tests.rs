@@ -144,6 +144,7 @@ fn kernel_define_values_are_checked_by_kind() {
             "at most 4 with TCK_LDG",
         ),
         ("QTC_Q8_DB_BIG = \"2\"", "\"0\" or \"1\""),
+        ("QTC_Q8_DB = \"2\"", "\"0\" or \"1\""),
         ("QTC_Q8_UNROLL = \"0\"", "positive integer"),
         ("QTC_XSPLIT = \"4\"", "QTC_XSPLIT must be"),
         ("QTC_XSPLIT = \"0\"", "QTC_XSPLIT must be"),
