@@ -271,23 +271,13 @@ impl CudaDevice {
         self.attention_as(q, kc, vc, out, idx, args, path, wide)
     }
 
-    /// The most KV splits (`ATTN_SPLIT` positions each) any row of `idx` attends over, for a
-    /// sliding window of `window` positions (0: global).
+    /// [`kv_splits`] of `idx`'s rows at this device's `ATTN_SPLIT`.
     fn attn_splits(&self, idx: &KvIndex, window: usize) -> usize {
-        let split = self.define("ATTN_SPLIT", 256) as usize;
-        idx.host_pos
-            .iter()
-            .map(|&p| {
-                let p = p as usize;
-                let lo = if window > 0 {
-                    (p + 1).saturating_sub(window)
-                } else {
-                    0
-                };
-                p / split - lo / split + 1
-            })
-            .max()
-            .unwrap_or(1)
+        kv_splits(
+            &idx.host_pos,
+            window,
+            self.define("ATTN_SPLIT", 256) as usize,
+        )
     }
 
     /// [`CudaDevice::attention`] with the head grouping chosen by the caller: `wide` runs the
@@ -463,5 +453,48 @@ impl CudaDevice {
         // SAFETY: signature matches; part was written above for every split a row has.
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+}
+
+/// The most KV splits of `split` positions any row attends over: a row at position `p` (0-based,
+/// its own token included) covers positions `lo ..= p`, `lo = p + 1 - window` for a sliding
+/// window of `window` positions (0: global, `lo = 0`), and the splits `lo / split ..= p / split`
+/// (kernels/attention.cu walks the same ones). 1 for no rows. `split` must be positive.
+pub fn kv_splits(positions: &[u32], window: usize, split: usize) -> usize {
+    positions
+        .iter()
+        .map(|&p| {
+            let p = p as usize;
+            let lo = if window > 0 {
+                (p + 1).saturating_sub(window)
+            } else {
+                0
+            };
+            p / split - lo / split + 1
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kv_splits;
+
+    /// Depth 8,192 plus 128 generated tokens is 33 splits of 256 (the row ATTN_WIDE_SPLITS = 32
+    /// routes to the wide entries); a window counts only the splits it reaches; the largest row
+    /// decides.
+    #[test]
+    fn kv_splits_counts_the_splits_a_row_reaches() {
+        assert_eq!(kv_splits(&[8_319], 0, 256), 33);
+        assert_eq!(kv_splits(&[255], 0, 256), 1);
+        assert_eq!(kv_splits(&[256], 0, 256), 2);
+        assert_eq!(kv_splits(&[3, 8_319, 700], 0, 256), 33);
+        // Window 300 at position 699: positions 400..=699, splits 1..=2.
+        assert_eq!(kv_splits(&[699], 300, 256), 2);
+        // Window 256 at position 767: positions 512..=767, one split.
+        assert_eq!(kv_splits(&[767], 256, 256), 1);
+        // A window wider than the row is the global count.
+        assert_eq!(kv_splits(&[699], 4_096, 256), 3);
+        assert_eq!(kv_splits(&[], 0, 256), 1);
     }
 }

@@ -654,17 +654,8 @@ impl CudaBackend {
             let rows = super::graph::bucket_rows(t, self.graphs.bucket, self.graphs.max_batch);
             plan.pad_to(rows);
             let split = self.dev.define("ATTN_SPLIT", 256) as usize;
-            let nz = plan
-                .pos
-                .iter()
-                .map(|&p| {
-                    let p = p as usize;
-                    // Sliding-window layers need no more splits than global ones.
-                    p / split + 1
-                })
-                .max()
-                .unwrap_or(1)
-                .next_power_of_two();
+            // The global layers' count: sliding-window layers need no more splits.
+            let nz = super::attention::kv_splits(&plan.pos, 0, split).next_power_of_two();
             // Rows with one split walk it (no partials); see `encode`.
             let part = if nz > 1 {
                 rows * c.n_heads * nz * (c.head_dim + 2)
