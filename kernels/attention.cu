@@ -154,7 +154,8 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // The heads a block of the `_wide` entries (attn_paged_wide_f32, attn_split_wide_f32), which the
 // host launches for steps of at least ATTN_WIDE_ROWS query rows (ATTN_WIDE_ROWS = 0, the default:
 // never, and unless ATTN_WIDE_SPLITS is set the entries are not compiled: their shared memory, 4·S + 24.125·S·GT bytes for
-// S = ATTN_SPLIT, passes the 48 KB static limit of sm_80-sm_89 at GT = 4, S = 512). A
+// S = ATTN_SPLIT, passes the 48 KB a block static arrays may take at GT = 4, S = 512: sm_80 refuses
+// to compile it, and the config refuses that pair). A
 // wide step has rows x splits enough blocks that sharing each K and V load among more heads
 // pays (run 89, 32 rows at depth 128: 20.2 us with 4 heads a block against 26.0 with 2); a
 // one-row step does not (12.3 against 9.7). Same bits, as for ATTN_HEADS.
@@ -197,7 +198,7 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 // half the threads one 8-element chunk each, instead of every thread a float4 column by two
 // 4-byte loads: the same position groups and order per element, so the same bits; fewer load
 // instructions for the bytes (run 87: the f16 form at 16% of copy bandwidth, bound by latency
-// and issue). Not yet measured.
+// and issue). Run 95: slower (one row at depth 8,192, 50.3 -> 52.7 us); off.
 #ifndef ATTN_V16W
 #define ATTN_V16W 0
 #endif

@@ -109,7 +109,7 @@
 
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
-// QTC_DB, or QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
+// QTC_DB, or QTC_Q8_DB for `linear_tc_q8_0_n1`, QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
 // for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG).
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),

@@ -310,7 +310,7 @@ fn linear_switches_compile() {
 /// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
 /// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
 /// without the L2 prefetch of K and V rows (`ATTN_PF`; with the f16 cache the 16-byte V loads,
-/// `ATTN_V16W`, take the same value, and the V sum's load batch `ATTN_VBATCH` is 16), with the wide entries (`ATTN_WIDE_ROWS`): every entry is
+/// `ATTN_V16W`, take the same value, and the V sum's load batch `ATTN_VBATCH` is 16), with the wide entries (`ATTN_WIDE_ROWS`; `ATTN_WIDE_SPLITS` compiles the same ones): every entry is
 /// there and the attention entries spill nothing.
 #[test]
 fn attention_variants_compile() {
@@ -329,7 +329,7 @@ fn attention_variants_compile() {
         }
         opts.defines.insert("ATTN_HEADS".into(), heads.to_string());
         opts.defines.insert("ATTN_PF".into(), pf.to_string());
-        // The weighted V sum's load batch: 16 with the prefetch, the default 8 without.
+        // The weighted V sum's load batch: 16 with the prefetch, the format's default without.
         if pf == 1 {
             opts.defines.insert("ATTN_VBATCH".into(), "16".into());
         }

@@ -699,6 +699,9 @@ impl ConfigArgs {
                 tck("TCK_UB", 4)
             );
         }
+        if let Err(e) = attn_shared_fits(|k, d| tck(k, d)) {
+            anyhow::bail!("kernel_defines: {e}");
+        }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
             anyhow::bail!(
                 "spec_min_acceptance must be in [0, 1] (got {}) and spec_max_running positive (got {})",
@@ -766,6 +769,29 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
         }
     }
     Ok((c, keys))
+}
+
+/// Whether decode attention's static shared memory fits the 48 KB (49,152 bytes) a block that
+/// static `__shared__` arrays may take: `AttnShared` in kernels/attention.cu is 4·S + 24.125·S·GT
+/// bytes for S = `ATTN_SPLIT` and GT heads a block (`ATTN_HEADS`, and `ATTN_HEADS_WIDE` when
+/// `ATTN_WIDE_ROWS` or `ATTN_WIDE_SPLITS` compiles the wide entries). `get(name, default)` reads a
+/// define. Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456).
+pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
+    let split = get("ATTN_SPLIT", 256);
+    let wide = get("ATTN_WIDE_ROWS", 0) > 0 || get("ATTN_WIDE_SPLITS", 0) > 0;
+    let mut heads = vec![("ATTN_HEADS", get("ATTN_HEADS", 1))];
+    if wide {
+        heads.push(("ATTN_HEADS_WIDE", get("ATTN_HEADS_WIDE", 4)));
+    }
+    for (name, gt) in heads {
+        let bytes = 4 * split as u64 + split as u64 * gt as u64 * 193 / 8;
+        if bytes > 49_152 {
+            return Err(format!(
+                "ATTN_SPLIT = {split} with {name} = {gt} needs {bytes} bytes of static shared memory a block, past 49,152 (lower either)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use knobs::{current_define, sweep_applies};
+use knobs::{attn_fits, current_define, sweep_applies};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -379,6 +379,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             let mut results = Vec::new();
             for &v in cands.iter().filter(|&&v| {
                 (name != "ATTN_SPLIT" || v as usize >= c.head_dim)
+                    && attn_fits(name, v, &defines)
                     && (name != "QTC_SK" || v != 3 || wgmma)
                     && (!name.starts_with("TCS_") || v == 0 || wgmma)
             }) {

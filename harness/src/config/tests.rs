@@ -160,6 +160,14 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCG2_STAGES = \"1\"", "TCG2_STAGES must be 2 to 8"),
         ("TCG2_KU = \"0\"", "positive integer"),
         ("QTC_TILES = \"2\"", "unknown define"),
+        (
+            "ATTN_SPLIT = \"512\"\nATTN_WIDE_SPLITS = \"32\"",
+            "ATTN_HEADS_WIDE = 4 needs 51456 bytes",
+        ),
+        (
+            "ATTN_SPLIT = \"512\"\nATTN_HEADS = \"8\"",
+            "ATTN_HEADS = 8 needs",
+        ),
     ] {
         let e = resolve(bad).expect_err(bad);
         assert!(e.contains(says), "{bad}: {e}");

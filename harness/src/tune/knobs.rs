@@ -50,9 +50,24 @@ pub(super) fn sweep_applies(
     val("QTC", "0") == "1" && fmt_ok && big_ok
 }
 
+/// Whether candidate `name = v` over `defines` leaves decode attention's static shared memory
+/// within its limit ([`crate::config::attn_shared_fits`]); names outside attention always fit.
+/// A sweep skips candidates that do not (ATTN_SPLIT = 512 beside the wide entries).
+pub(super) fn attn_fits(name: &str, v: u32, defines: &BTreeMap<String, String>) -> bool {
+    !name.starts_with("ATTN_")
+        || crate::config::attn_shared_fits(|k, d| {
+            if k == name {
+                v
+            } else {
+                current_define(k, defines, d)
+            }
+        })
+        .is_ok()
+}
+
 /// The value kernel define `name` has under `defines`: its own entry, else that of the define it
 /// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL*: QTC_UNROLL;
-/// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB), else `default`, the kernel's own default.
+/// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB; QTC_Q8_DB: QTC_DB), else `default`, the kernel's own default.
 pub(super) fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
     let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
     // The chains of kernels/linear_tc.cu's #defines, nearest first.
@@ -60,6 +75,7 @@ pub(super) fn current_define(name: &str, defines: &BTreeMap<String, String>, def
         "QTC_DB_BIG" => &["QTC_DB"],
         "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" => &["QTC_UNROLL"],
         "QTC_Q8_DB_BIG" => &["QTC_DB_BIG", "QTC_DB"],
+        "QTC_Q8_DB" => &["QTC_DB"],
         _ => &[],
     };
     std::iter::once(name)
@@ -70,7 +86,7 @@ pub(super) fn current_define(name: &str, defines: &BTreeMap<String, String>, def
 
 #[cfg(test)]
 mod tests {
-    use super::{current_define, sweep_applies};
+    use super::{attn_fits, current_define, sweep_applies};
     use memra_engine::quant::DType;
     use std::collections::BTreeMap;
 
@@ -140,5 +156,22 @@ mod tests {
         assert_eq!(current_define("QTC_UNROLL", &d(&[]), 4), 4);
         let own = d(&[("QTC_UNROLL", "1"), ("QTC_Q8_UNROLL", "2")]);
         assert_eq!(current_define("QTC_Q8_UNROLL", &own, 4), 2);
+        // Attention candidates whose static shared memory passes 48 KB are skipped: a split of
+        // 512 positions fits with 2 heads a block, not beside the 4-heads wide entries.
+        let h200_attn = d(&[("ATTN_HEADS", "2"), ("ATTN_WIDE_SPLITS", "32")]);
+        assert!(attn_fits("ATTN_SPLIT", 256, &h200_attn));
+        assert!(!attn_fits("ATTN_SPLIT", 512, &h200_attn));
+        assert!(attn_fits("ATTN_SPLIT", 512, &d(&[("ATTN_HEADS", "2")])));
+        assert!(attn_fits(
+            "ATTN_WIDE_SPLITS",
+            0,
+            &d(&[("ATTN_SPLIT", "512")])
+        ));
+        assert!(!attn_fits(
+            "ATTN_WIDE_SPLITS",
+            32,
+            &d(&[("ATTN_SPLIT", "512")])
+        ));
+        assert!(attn_fits("QTC_UNROLL", 2, &d(&[("ATTN_SPLIT", "4096")])));
     }
 }
