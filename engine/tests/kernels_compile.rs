@@ -310,7 +310,7 @@ fn linear_switches_compile() {
 /// The attention kernels compile for sm_90a with the f32 and the f16 KV cache (`KV_F16 = 1`,
 /// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
 /// without the L2 prefetch of K and V rows (`ATTN_PF`; with the f16 cache the 16-byte V loads,
-/// `ATTN_V16W`, take the same value, and the V sum's load batch `ATTN_VBATCH` is 16), with the wide entries (`ATTN_WIDE_ROWS`; `ATTN_WIDE_SPLITS` compiles the same ones): every entry is
+/// `ATTN_V16W`, take the same value, and the V sum's load batch `ATTN_VBATCH` is 16), with the wide entries (`ATTN_WIDE_ROWS`, with the f16 cache `ATTN_WIDE_ROWS_F16`; `ATTN_WIDE_SPLITS` compiles the same ones): every entry is
 /// there and the attention entries spill nothing.
 #[test]
 fn attention_variants_compile() {
@@ -334,7 +334,13 @@ fn attention_variants_compile() {
             opts.defines.insert("ATTN_VBATCH".into(), "16".into());
         }
         // The wide entries (compiled only when a step may take them).
-        opts.defines.insert("ATTN_WIDE_ROWS".into(), "32".into());
+        // With the f16 cache through ATTN_WIDE_ROWS_F16, which compiles them too.
+        let wide = if f16 {
+            "ATTN_WIDE_ROWS_F16"
+        } else {
+            "ATTN_WIDE_ROWS"
+        };
+        opts.defines.insert(wide.into(), "32".into());
         let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
             panic!("attention.cu (KV_F16 {f16}, ATTN_HEADS {heads}, ATTN_PF {pf}): {e}")
         });

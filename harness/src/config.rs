@@ -12,7 +12,7 @@ mod serve;
 pub use serve::ServeConfig;
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 79] = [
+pub const KERNEL_DEFINES: [&str; 80] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -22,6 +22,7 @@ pub const KERNEL_DEFINES: [&str; 79] = [
     "ATTN_HEADS_WIDE",
     "ATTN_WIDE_ROWS",
     "ATTN_WIDE_SPLITS",
+    "ATTN_WIDE_ROWS_F16",
     "ATTN_KUNROLL",
     "ATTN_KORDER",
     "ATTN_MINB",
@@ -593,7 +594,7 @@ impl ConfigArgs {
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
-            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
+            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -657,7 +658,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_ROWS_F16" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }
@@ -774,11 +775,13 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
 /// Whether decode attention's static shared memory fits the 48 KB (49,152 bytes) a block that
 /// static `__shared__` arrays may take: `AttnShared` in kernels/attention.cu is 4·S + 24.125·S·GT
 /// bytes for S = `ATTN_SPLIT` and GT heads a block (`ATTN_HEADS`, and `ATTN_HEADS_WIDE` when
-/// `ATTN_WIDE_ROWS` or `ATTN_WIDE_SPLITS` compiles the wide entries). `get(name, default)` reads a
+/// `ATTN_WIDE_ROWS`, `ATTN_WIDE_ROWS_F16` or `ATTN_WIDE_SPLITS` compiles the wide entries). `get(name, default)` reads a
 /// define. Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456).
 pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
     let split = get("ATTN_SPLIT", 256);
-    let wide = get("ATTN_WIDE_ROWS", 0) > 0 || get("ATTN_WIDE_SPLITS", 0) > 0;
+    let wide = get("ATTN_WIDE_ROWS", 0) > 0
+        || get("ATTN_WIDE_SPLITS", 0) > 0
+        || get("ATTN_WIDE_ROWS_F16", 0) > 0;
     let mut heads = vec![("ATTN_HEADS", get("ATTN_HEADS", 1))];
     if wide {
         heads.push(("ATTN_HEADS_WIDE", get("ATTN_HEADS_WIDE", 4)));

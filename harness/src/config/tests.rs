@@ -87,6 +87,7 @@ fn kernel_define_values_are_checked_by_kind() {
         "ATTN_VBATCH = \"16\"",
         "ATTN_WIDE_SPLITS = \"0\"",
         "ATTN_WIDE_SPLITS = \"32\"",
+        "ATTN_WIDE_ROWS_F16 = \"32\"",
         "ATTN_KORDER = \"0\"",
         "QTC_TOKFAST = \"1\"",
         "QTC_GEMM = \"1\"",

@@ -240,7 +240,8 @@ impl CudaDevice {
     /// sliding window in positions (None = global); `scale`: the score scale. KV splits of
     /// ATTN_SPLIT (default 256) positions, merged in a fixed order. `path` picks the kernels
     /// ([`AttnPath`]); every path gives bit-identical results (the self-check compares them).
-    /// A step of at least `ATTN_WIDE_ROWS` rows, or whose rows reach `ATTN_WIDE_SPLITS` KV splits
+    /// A step of at least `ATTN_WIDE_ROWS` rows (`ATTN_WIDE_ROWS_F16` with the f16 cache, where
+    /// set), or whose rows reach `ATTN_WIDE_SPLITS` KV splits
     /// (the largest row's count; on [`AttnPath::Workspace`] the grid's, so that a CUDA graph
     /// decides by its key), runs the `_wide` entries, `ATTN_HEADS_WIDE` query heads a block
     /// instead of `ATTN_HEADS` (0, the defaults: never; same bits).
@@ -259,7 +260,7 @@ impl CudaDevice {
         scale: f32,
         path: AttnPath<'_>,
     ) -> Result<()> {
-        let wide_rows = self.define("ATTN_WIDE_ROWS", 0) as usize;
+        let wide_rows = self.attn_wide_rows();
         let wide_splits = self.define("ATTN_WIDE_SPLITS", 0) as usize;
         let splits = || match &path {
             AttnPath::Workspace { nz, .. } => *nz,
@@ -269,6 +270,18 @@ impl CudaDevice {
             || (wide_splits > 0 && splits() >= wide_splits);
         let args = (heads, block_size, window, scale);
         self.attention_as(q, kc, vc, out, idx, args, path, wide)
+    }
+
+    /// The row count from which a step takes the `_wide` entries (0: never): `ATTN_WIDE_ROWS`,
+    /// or with the f16 cache (`KV_F16 = 1`) `ATTN_WIDE_ROWS_F16` where that is set.
+    pub fn attn_wide_rows(&self) -> usize {
+        let rows = self.define("ATTN_WIDE_ROWS", 0);
+        let rows = if self.define("KV_F16", 0) == 1 {
+            self.define("ATTN_WIDE_ROWS_F16", rows)
+        } else {
+            rows
+        };
+        rows as usize
     }
 
     /// [`kv_splits`] of `idx`'s rows at this device's `ATTN_SPLIT`.
