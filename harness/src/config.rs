@@ -772,11 +772,10 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
     Ok((c, keys))
 }
 
-/// Whether decode attention's static shared memory fits the 48 KB (49,152 bytes) a block that
-/// static `__shared__` arrays may take: `AttnShared` in kernels/attention.cu is 4·S + 24.125·S·GT
-/// bytes for S = `ATTN_SPLIT` and GT heads a block (`ATTN_HEADS`, and `ATTN_HEADS_WIDE` when
-/// `ATTN_WIDE_ROWS`, `ATTN_WIDE_ROWS_F16` or `ATTN_WIDE_SPLITS` compiles the wide entries). `get(name, default)` reads a
-/// define. Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456).
+/// Whether decode attention's `AttnShared` (kernels/attention.cu: 4·S + 24.125·S·GT bytes, S =
+/// `ATTN_SPLIT`, GT = `ATTN_HEADS`, and `ATTN_HEADS_WIDE` when an `ATTN_WIDE_*` define compiles the
+/// wide entries) fits the 49,152 bytes static shared memory may take. `get(name, default)` reads a
+/// define; Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456).
 pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
     let split = get("ATTN_SPLIT", 256);
     let wide = get("ATTN_WIDE_ROWS", 0) > 0
