@@ -700,7 +700,7 @@ impl ConfigArgs {
                 tck("TCK_UB", 4)
             );
         }
-        if let Err(e) = attn_shared_fits(|k, d| tck(k, d)) {
+        if let Err(e) = attn_shared_fits(tck) {
             anyhow::bail!("kernel_defines: {e}");
         }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {

@@ -284,6 +284,14 @@ impl CudaDevice {
         rows as usize
     }
 
+    /// Whether the defines compile the `_wide` entries (kernels/attention.cu `ATTN_WIDE`):
+    /// `ATTN_WIDE_ROWS` or `ATTN_WIDE_SPLITS` set, or `ATTN_WIDE_ROWS_F16` with the f16 cache.
+    pub fn attn_wide_compiled(&self) -> bool {
+        self.define("ATTN_WIDE_ROWS", 0) > 0
+            || self.define("ATTN_WIDE_SPLITS", 0) > 0
+            || (self.define("KV_F16", 0) == 1 && self.define("ATTN_WIDE_ROWS_F16", 0) > 0)
+    }
+
     /// [`kv_splits`] of `idx`'s rows at this device's `ATTN_SPLIT`.
     fn attn_splits(&self, idx: &KvIndex, window: usize) -> usize {
         kv_splits(

@@ -603,9 +603,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let ident = same(&run(&[positions.len() - 1], 1)?, last)
             && same(&run(&[positions.len() - 1], 2)?, last)
             && same(&run(&all, 2)?, &gpu)
-            && ((dev.attn_wide_rows() == 0
-                && dev.define("ATTN_WIDE_ROWS", 0) == 0
-                && dev.define("ATTN_WIDE_SPLITS", 0) == 0)
+            && (!dev.attn_wide_compiled()
                 || (same(&run(&all, 3)?, &gpu) && same(&run(&all, 5)?, &gpu)));
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
