@@ -464,18 +464,60 @@ __device__ __forceinline__ float4 add_rn(float4 a, float4 b) {
 // The sum over slices of the element (T = float) or four consecutive elements (T = float4, `off`
 // a multiple of 4) at offset `off` of each [M][R] slice of `part` (`mr` = M R floats apart): the
 // first slice as is, then the others added in slice order; TCS_RED_BATCH loads are issued before
-// their adds. Every split-K reduce sums through it, so all give a row the same bits.
-template <typename T>
+// their adds. Every split-K reduce sums through it, so all give a row the same bits. CG: the loads
+// through L2 only (ld.global.cg), for partials written earlier by the same kernel (TCK_FUSE).
+template <typename T, bool CG = false>
 __device__ __forceinline__ T slice_sum(const float* part, size_t mr, size_t off, int slices) {
     T v{};
     for (int s0 = 0; s0 < slices; s0 += TCS_RED_BATCH) {
         T p[TCS_RED_BATCH];
 #pragma unroll
         for (int b = 0; b < TCS_RED_BATCH; ++b)
-            if (s0 + b < slices) p[b] = *reinterpret_cast<const T*>(part + (size_t)(s0 + b) * mr + off);
+            if (s0 + b < slices) {
+                const T* a = reinterpret_cast<const T*>(part + (size_t)(s0 + b) * mr + off);
+                p[b] = CG ? __ldcg(a) : *a;
+            }
 #pragma unroll
         for (int b = 0; b < TCS_RED_BATCH; ++b)
             if (s0 + b < slices) v = s0 + b == 0 ? p[b] : add_rn(v, p[b]);
     }
     return v;
 }
+
+// ---- Hopper's warpgroup MMA and bulk copies (linear_tcw.cu, linear_tck.cu; sm_90a only) ----
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TCW_HAVE_WGMMA 1
+// A shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4,
+// leading byte offset (between core matrices along K) 128, stride byte offset (between core
+// matrices along N) `sbo`, no swizzle.
+__device__ __forceinline__ unsigned long long tcw_desc(const void* p, int sbo) {
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void tcw_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tcw_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// mbarrier and bulk-copy helpers (PTX ISA 9.7.13.15, 9.7.9.25; TCW_BULK = 1). `bar`: a shared
+// address of an 8-byte mbarrier.
+__device__ __forceinline__ void tcw_bar_init(u32 bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void tcw_bar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tcw_bulk(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void tcw_bar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "TCW_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TCW_WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+#else
+#define TCW_HAVE_WGMMA 0
+#endif

@@ -1,4 +1,4 @@
-// The split-K forms' reduce (kernels/linear_tc.cu `linear_tcs_*`, kernels/linear_tcw.cu
+// The split-K forms' reduce (kernels/linear_tc.cu `linear_tcs_*`, kernels/linear_tck.cu
 // `linear_tck_*` write one f32 sum per K slice, token and row to `part`, [slices][M][R]): the slices
 // added in slice order, the first as is, then the bias, as every other form of those matrices
 // adds a row's slice sums, so the same bits; and the same sums with SwiGLU on top (TCS_GLU).

@@ -53,8 +53,8 @@ fn every_kernel_entry_waits_for_the_grid_before() {
     // the one input another kernel writes, read after it.
     let tcw = KERNELS
         .iter()
-        .find(|k| k.name == "linear_tcw.cu")
-        .expect("linear_tcw.cu");
+        .find(|k| k.name == "linear_tck.cu")
+        .expect("linear_tck.cu");
     let imp = &tcw.src[tcw
         .src
         .find("void linear_tck_impl(")

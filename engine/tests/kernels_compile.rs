@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 25] = [
+    let sets: [&[(&str, &str)]; 26] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -245,7 +245,7 @@ fn linear_switches_compile() {
             ("TCW_WG", "3"),
             ("TCW_BULK", "1"),
         ],
-        // The wgmma split-K form (linear_tck_*, kernels/linear_tcw.cu; its entries are built in
+        // The wgmma split-K form (linear_tck_*, kernels/linear_tck.cu; its entries are built in
         // every set): 3 warpgroups with 16-slot rings, and 1 warpgroup with 2 slots in 1 part.
         &[
             ("QTC_SK", "3"),
@@ -262,8 +262,16 @@ fn linear_switches_compile() {
         // Its register-loading and bulk-copy variants.
         &[("QTC_XSPLIT", "2"), ("TCK_LDG", "1")],
         &[("QTC_XSPLIT", "2"), ("TCK_BULK", "1"), ("TCK_STAGES", "16")],
-        // The H200 default since run 72: bulk copies, 8 stages, 3 warpgroups, 3 parts.
+        // The H200 default since run 72: bulk copies, 8 stages, 3 warpgroups, 3 parts; and the
+        // H200 defaults with the reduce inside the form (TCK_FUSE).
         &[("QTC_SK", "3"), ("TCK_BULK", "1"), ("TCK_WG", "3")],
+        &[
+            ("QTC_SK", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("TCK_BULK", "1"),
+            ("TCK_WG", "3"),
+            ("TCK_FUSE", "1"),
+        ],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),
@@ -283,6 +291,7 @@ fn linear_switches_compile() {
             "linear_tc.cu",
             "linear_tcg.cu",
             "linear_tcw.cu",
+            "linear_tck.cu",
             "linear_int.cu",
         ] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);
@@ -295,12 +304,22 @@ fn linear_switches_compile() {
             let touched = |f: &str| {
                 f.contains("_r") || f.starts_with("linear_tc") || f.starts_with("linear_imma")
             };
+            // TCK_FUSE's reduce is a call (`tck_fused_reduce`, __noinline__) from a loop at the
+            // 168-register cap of 3 warpgroups: the call's register saves may spill a few words
+            // (4 bytes BF16, 40 Q8_0 at 32 tokens with the H200 set); nothing else may.
+            let fused = set.contains(&("TCK_FUSE", "1"));
             for r in report.iter().filter(|r| touched(&r.function)) {
-                assert_eq!(
-                    (r.spill_stores, r.spill_loads),
-                    (0, 0),
-                    "{name} {} spills with {set:?}",
-                    r.function
+                let cap = if fused && r.function.starts_with("linear_tck_") {
+                    64
+                } else {
+                    0
+                };
+                assert!(
+                    r.spill_stores <= cap && r.spill_loads <= 2 * cap,
+                    "{name} {} spills {} / {} bytes with {set:?}",
+                    r.function,
+                    r.spill_stores,
+                    r.spill_loads
                 );
             }
         }

@@ -8,94 +8,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod defines;
 mod serve;
+pub use defines::KERNEL_DEFINES;
 pub use serve::ServeConfig;
-
-/// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 80] = [
-    "LIN_WARPS",
-    "LIN_TOKENS",
-    "LIN_ROWS",
-    "LIN_ROWS_M1",
-    "ATTN_SPLIT",
-    "ATTN_HEADS",
-    "ATTN_HEADS_WIDE",
-    "ATTN_WIDE_ROWS",
-    "ATTN_WIDE_SPLITS",
-    "ATTN_WIDE_ROWS_F16",
-    "ATTN_KUNROLL",
-    "ATTN_KORDER",
-    "ATTN_MINB",
-    "ATTN_KV16W",
-    "ATTN_PF",
-    "ATTN_V16W",
-    "ATTN_VBATCH",
-    "NORM_THREADS",
-    "QLIN_FACTOR",
-    "QLIN_M1_BLOCKS",
-    "QLIN_M1_WARPS",
-    "QLIN_M1_UNROLL",
-    "QLIN_M1_PREFETCH",
-    "QLIN_M1_BIGK",
-    "QLIN_M1_WARPS_BIGK",
-    "QLIN_M1_PREFETCH_BIGK",
-    "QLIN_INT",
-    "QLIN_IMMA",
-    "QIMMA_TILES",
-    "QIMMA_PF",
-    "QIMMA_BPF",
-    "QIMMA_NT",
-    "QIMMA_SLAB",
-    "QLIN_MT",
-    "QLIN_MT_TOKENS",
-    "QLIN_MT_ROWS",
-    "QTC",
-    "QTC_SPLIT",
-    "QTC_WT",
-    "QTC_XSPLIT",
-    "QTC_UNROLL",
-    "QTC_DB",
-    "QTC_TOKFAST",
-    "QTC_GEMM",
-    "QTC_GEMM_MIN",
-    "QTC_GEMM_MIN_BIG",
-    "QTC_Q8_0",
-    "QTC_GEMM_XASYNC",
-    "QTC_SPLIT_BIG",
-    "QTC_BIG_ROWS",
-    "QTC_DB_BIG",
-    "QTC_SK",
-    "QTC_SK_WARPS",
-    "QTC_SK_WT",
-    "QTC_SK_DB",
-    "QTC_SK_WAVES",
-    "QTC_SK_UNROLL",
-    "QTC_SK_MIN",
-    "QTC_Q8_UNROLL",
-    "QTC_Q8_UNROLL_NT",
-    "QTC_Q8_UNROLL_BIG",
-    "QTC_Q8_DB_BIG",
-    "QTC_Q8_DB",
-    "QTC_M1_PREFETCH",
-    "TCG2_KU",
-    "TCG2_STAGES",
-    "TCW_WG",
-    "TCW_STAGES",
-    "TCW_BULK",
-    "TCK_WG",
-    "TCK_STAGES",
-    "TCK_UB",
-    "TCK_LDG",
-    "TCK_BULK",
-    "TCK_MIN_MB",
-    "TCK_Q8_0",
-    "TCS_GLU",
-    "TCS_ROPE",
-    // Read by the engine, not the kernels: launches carry programmatic dependent launch
-    // (engine/src/backend/cuda/launch.rs).
-    "PDL",
-    "PDL_EARLY",
-];
 
 /// The source of a value nobody set.
 pub const BUILT_IN: &str = "built-in default";
@@ -591,7 +507,7 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
+            // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
@@ -616,6 +532,7 @@ impl ConfigArgs {
                     | "TCK_LDG"
                     | "TCK_BULK"
                     | "TCK_Q8_0"
+                    | "TCK_FUSE"
                     | "TCS_GLU"
                     | "TCS_ROPE"
                     | "ATTN_KORDER"

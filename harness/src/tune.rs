@@ -14,7 +14,7 @@
 //!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
 //!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce, 0 or
-//!   1; all by aggregate decode tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
+//!   1) and `TCK_FUSE` (the reduce inside the form, 0 or 1; all by aggregate decode tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
 //!   tiled GEMM from 64 tokens, or the split-K and one-token forms up to 255: aggregate decode tok/s at bs=64)
 //!   and `QTC_GEMM_MIN_BIG` (0: the same for gate+up and the lm-head; 128: the GEMM from 128 tokens
 //!   for those, whose 128-row tiles fill the SMs: bs=128),
@@ -336,7 +336,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 27] = [
+        let sweeps: [KnobSweep; 28] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -364,9 +364,10 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_GEMM_MIN_BIG", &[0, 128], 0, Some(128), 128),
             ("TCS_GLU", &[0, 1], 0, Some(128), 32),
             ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
+            ("TCK_FUSE", &[0, 1], 0, Some(128), 32),
         ];
-        // QTC_SK = 3 (the wgmma split-K form) and the epilogues of its reduce (TCS_GLU = 1,
-        // TCS_ROPE = 1) run on sm_90a only.
+        // QTC_SK = 3 (the wgmma split-K form), the epilogues of its reduce (TCS_GLU = 1,
+        // TCS_ROPE = 1) and the reduce inside it (TCK_FUSE = 1) run on sm_90a only.
         let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
             .is_ok_and(|id| id.compute_capability == (9, 0));
         for (name, cands, default, depth, batch) in sweeps {
@@ -381,7 +382,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 (name != "ATTN_SPLIT" || v as usize >= c.head_dim)
                     && attn_fits(name, v, &defines)
                     && (name != "QTC_SK" || v != 3 || wgmma)
-                    && (!name.starts_with("TCS_") || v == 0 || wgmma)
+                    && (!(name.starts_with("TCS_") || name == "TCK_FUSE") || v == 0 || wgmma)
             }) {
                 let mut d = defines.clone();
                 d.insert(name.into(), v.to_string());

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
 /// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format;
 /// `TCS_GLU` and `TCS_ROPE` (SwiGLU in the wgmma split-K reduce of gate|up, RoPE and the KV append
-/// in that of Q|K|V) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` and `QTC_GEMM_MIN_BIG`
+/// in that of Q|K|V) and `TCK_FUSE` (that reduce inside the form) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` and `QTC_GEMM_MIN_BIG`
 /// (where the tiled GEMM starts) `QTC = 1`, `QTC_GEMM` on and either tensor-core format.
 /// The other knobs always apply.
 pub(super) fn sweep_applies(
@@ -20,7 +20,7 @@ pub(super) fn sweep_applies(
     fmt: Option<DType>,
 ) -> bool {
     let val = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()).to_string();
-    if name == "TCS_GLU" || name == "TCS_ROPE" {
+    if name == "TCS_GLU" || name == "TCS_ROPE" || name == "TCK_FUSE" {
         return val("QTC", "0") == "1" && val("QTC_SK", "0") == "3";
     }
     if name == "QTC_GEMM_MIN" || name == "QTC_GEMM_MIN_BIG" {
@@ -129,6 +129,8 @@ mod tests {
         assert!(!sweep_applies("TCS_GLU", &d(&[("QTC_SK", "3")]), bf16));
         assert!(sweep_applies("TCS_ROPE", &sk3, bf16));
         assert!(!sweep_applies("TCS_ROPE", &qtc, bf16));
+        assert!(sweep_applies("TCK_FUSE", &sk3, bf16));
+        assert!(!sweep_applies("TCK_FUSE", &qtc, bf16));
         // Where the GEMM starts: only with the GEMM on, on either tensor-core format.
         assert!(!sweep_applies("QTC_GEMM_MIN", &qtc, bf16));
         let gemm = d(&[("QTC", "1"), ("QTC_GEMM", "3")]);

@@ -57,6 +57,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear_tcw.cu"),
     },
     KernelSource {
+        name: "linear_tck.cu",
+        src: include_str!("../../../../kernels/linear_tck.cu"),
+    },
+    KernelSource {
         name: "splitk_reduce.cu",
         src: include_str!("../../../../kernels/splitk_reduce.cu"),
     },

@@ -64,6 +64,42 @@ pub fn tck_smem_bytes(
     per * (tokens / 8) * parts * 512 + 4 * wg * stages * (slot + 8)
 }
 
+/// Row-group counters a stream holds for the split-K reduce inside the wgmma form (TCK_FUSE = 1):
+/// one per (64-row group, token block of the form). 64 Ki cover a 262,144-row lm-head at 256
+/// tokens (4,096 groups x 8 blocks of 32) twice over.
+pub const TCK_COUNTERS: usize = 64 << 10;
+
+/// The mode of TCK_FUSE for one call of the wgmma split-K form (`on`: TCK_FUSE = 1; `keys`: row
+/// groups x token blocks): 2 where the reduce would take the SwiGLU epilogue (`rows` two halves
+/// of I, I a multiple of 64 so the gate and up halves are whole row groups, `out` m·I), 0 where
+/// it would take another epilogue (TCS_ROPE's RoPE and KV append), or the rows split into outputs
+/// not all multiples of 4 (the reduce's scalar form), or the counters are too few; else 1 (the
+/// plain reduce, [`CudaDevice::sk_reduce`]'s `linear_tcs_reduce4`).
+pub fn tck_fuse(
+    on: bool,
+    rows: &[usize],
+    m: usize,
+    keys: usize,
+    epi: Option<&Epilogue<'_>>,
+) -> u32 {
+    if !on || keys > TCK_COUNTERS || !rows.iter().all(|n| n.is_multiple_of(4)) {
+        return 0;
+    }
+    match epi {
+        Some(Epilogue::RopeAppend(_)) => 0,
+        Some(Epilogue::SwiGlu(out))
+            if rows.len() == 2 && rows[1] == rows[0] && out.len() == m * rows[0] =>
+        {
+            if rows[0].is_multiple_of(64) {
+                2
+            } else {
+                0
+            }
+        }
+        _ => 1,
+    }
+}
+
 /// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
 /// split pass (x into bf16 parts, grid (k / 32, ceil(ceil(mc / 8) / 8)), 256 threads), the entry,
 /// and the block's shape.
@@ -165,7 +201,7 @@ impl CudaDevice {
     }
 
     /// The wgmma split-K form of [`CudaDevice::linear_tc`] (QTC_SK = 3, sm_90a; batched decode
-    /// and verify): `linear_tck_*` of kernels/linear_tcw.cu, one block per (K slice, run of
+    /// and verify): `linear_tck_*` of kernels/linear_tck.cu, one block per (K slice, run of
     /// 64-row groups, 16 or 32 tokens) writes each slice's sums to the stream's split-K buffer,
     /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias; the same chain per
     /// element as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
@@ -208,7 +244,9 @@ impl CudaDevice {
         }
         let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
         let part = part.as_ref().expect("made by scratch");
-        let f = self.function("linear_tcw.cu", &func)?;
+        let cnt = self.scratch(&self.sk_count, TCK_COUNTERS, "split-K linear")?;
+        let cnt = cnt.as_ref().expect("made by scratch");
+        let f = self.function("linear_tck.cu", &func)?;
         if smem > 48 << 10 {
             self.grant_smem(&func, &f, smem)?;
         }
@@ -228,7 +266,20 @@ impl CudaDevice {
         let runs = groups.div_ceil(rg_run);
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let (si, gi) = (slices as i32, rg_run as i32);
+        let fuse = tck_fuse(
+            self.define("TCK_FUSE", 0) == 1,
+            rows,
+            m,
+            (groups * tok_groups) as usize,
+            epi.as_deref(),
+        );
+        let (r0, r1) = (
+            i32_of(rows[0], "r0")?,
+            i32_of(rows.get(1).copied().unwrap_or(0), "r1")?,
+        );
+        let fi = fuse as i32;
         let null = 0u64;
+        let mut epi = epi;
         let mut b = self.launcher(&f);
         b.arg(x).arg(&w.data);
         match &w.aux {
@@ -236,16 +287,38 @@ impl CudaDevice {
             None => b.arg(&null),
         };
         b.arg(part).arg(&mi).arg(&ki).arg(&ri).arg(&si).arg(&gi);
+        // TCK_FUSE's arguments: the bias and the outputs (fuse 1: the reduce's; 2: SwiGLU's
+        // `[m, I]`; 0: none), the row split, the counters, the mode.
+        match (fuse, epi.as_deref_mut()) {
+            (1, _) => push_bias_outs(&mut b, &w.bias, ys, &null),
+            (2, Some(Epilogue::SwiGlu(out))) => {
+                match &w.bias {
+                    Some(bias) => b.arg(bias),
+                    None => b.arg(&null),
+                };
+                b.arg(&**out).arg(&null).arg(&null);
+            }
+            _ => {
+                b.arg(&null).arg(&null).arg(&null).arg(&null);
+            }
+        }
+        b.arg(&r0).arg(&r1).arg(cnt).arg(&fi);
         let cfg = LaunchConfig {
             grid_dim: (slices, runs, tok_groups),
             block_dim: (128 * wg, 1, 1),
             shared_mem_bytes: smem,
         };
-        // SAFETY: linear_tck_*(x, q, s, part, M, K, R, slices, rg_run): x holds m·k f32 (checked
-        // by linear_split), q/s the Tc layout of an r × k matrix, part slices·m·r ≤
-        // SK_SCRATCH_FLOATS f32 (checked above); the grid covers every row group once.
+        // SAFETY: linear_tck_*(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1,
+        // cnt, fuse): x holds m·k f32 (checked by linear_split), q/s the Tc layout of an r × k
+        // matrix, part slices·m·r ≤ SK_SCRATCH_FLOATS f32 (checked above); the grid covers every
+        // row group once. fuse 1: the outputs and their row split checked by linear_split, every
+        // split a multiple of 4 ([`tck_fuse`]); fuse 2: out holds m·I f32, I a multiple of 64;
+        // cnt holds TCK_COUNTERS zeros, at least groups·tok_groups ([`tck_fuse`]).
         unsafe { b.launch(cfg) }?;
-        self.sk_reduce(part, w, ys, rows, m, slices, epi).map(Some)
+        match fuse {
+            0 => self.sk_reduce(part, w, ys, rows, m, slices, epi).map(Some),
+            f => Ok(Some(f == 2)),
+        }
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most
@@ -375,5 +448,25 @@ mod tests {
             (16 << 10) + 16 * (576 + 8)
         );
         assert!(tck_smem_bytes(DType::BF16, 3, 32, 32, 3, 8) > SMEM_MAX);
+    }
+
+    /// TCK_FUSE's mode without an epilogue: off unless asked; the plain reduce (1) for outputs
+    /// of whole quads (an 8B model's Q|K|V split, down, the lm-head at 32 tokens); none where a
+    /// split is not a multiple of 4 (the reduce's scalar form) or the counters are too few.
+    #[test]
+    fn tck_fuse_takes_the_reduce_it_can_do() {
+        let groups = |r: usize| r.div_ceil(64);
+        assert_eq!(tck_fuse(false, &[4096], 32, groups(4096), None), 0);
+        assert_eq!(
+            tck_fuse(true, &[4096, 1024, 1024], 32, groups(6144), None),
+            1
+        );
+        assert_eq!(tck_fuse(true, &[4096], 32, groups(4096), None), 1);
+        assert_eq!(tck_fuse(true, &[128256], 32, groups(128256), None), 1);
+        assert_eq!(tck_fuse(true, &[70], 9, groups(70), None), 0);
+        assert_eq!(tck_fuse(true, &[64, 6], 9, groups(70), None), 0);
+        // 262,144 rows at 256 tokens fit; twice the blocks do not.
+        assert_eq!(tck_fuse(true, &[262144], 256, groups(262144) * 8, None), 1);
+        assert_eq!(tck_fuse(true, &[262144], 256, TCK_COUNTERS + 1, None), 0);
     }
 }

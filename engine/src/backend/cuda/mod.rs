@@ -131,6 +131,10 @@ pub struct CudaDevice {
     /// This stream's buffer of slice sums for the split-K tensor-core form (QTC_SK = 1 or 2;
     /// [`linear_tc::SK_SCRATCH_FLOATS`], made on first use, never resized).
     sk_part: Mutex<Option<CudaSlice<f32>>>,
+    /// This stream's row-group counters for the split-K reduce inside the wgmma form
+    /// (TCK_FUSE = 1; [`linear_tcg::TCK_COUNTERS`] u32, zeros, made with `sk_part`, and every
+    /// call leaves them zero).
+    sk_count: Mutex<Option<CudaSlice<u32>>>,
     /// This stream's buffer of x split into bf16 parts for the second tiled tensor-core form
     /// (QTC_GEMM = 2; [`linear_tcg::TCG2_SCRATCH_BYTES`], made on first use, never resized).
     xparts: Mutex<Option<CudaSlice<u8>>>,
@@ -213,6 +217,7 @@ impl CudaDevice {
             smem_granted: Arc::new(Mutex::new(HashMap::new())),
             digits: Mutex::new(None),
             sk_part: Mutex::new(None),
+            sk_count: Mutex::new(None),
             xparts: Mutex::new(None),
             pdl: false,
         };
@@ -246,6 +251,7 @@ impl CudaDevice {
             smem_granted: self.smem_granted.clone(),
             digits: Mutex::new(None),
             sk_part: Mutex::new(None),
+            sk_count: Mutex::new(None),
             xparts: Mutex::new(None),
             pdl: self.pdl,
         })

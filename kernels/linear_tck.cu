@@ -1,0 +1,473 @@
+// The wgmma split-K linear layers (kernels/linear_tcw.cu's tiled wgmma form has the many-token
+// case; the tile-unit layout and the exactness chain are linear_tc.cu's, docs/DESIGN.md §3).
+#include "common.cuh"
+
+// The wgmma split-K form for batched decode and verify (QTC_SK = 3, host side: from QTC_SK_MIN
+// tokens up to the tiled form's QTC_GEMM_MIN; sm_90a only). Why (research/cuda-notes.md, runs
+// 51-56): at M = 32 the one-token family re-reads x from L2 in every block (for the 4096-row
+// matrices about twice the weights' bytes) and the mma.sync split-K form (linear_tcs_*) loads
+// only a few units a warp between waits, so both read the weights at 40-60% of the copy
+// bandwidth. Here a block is one K slice and a run of 64-row groups: it splits its slice of x
+// once into shared memory (the core-matrix order of tcw_split_x), then each of its TCK_WG
+// warpgroups walks its row groups in batches of TCK_UB units, one m64nNk16 a unit, k-half and
+// part, A from registers, B by descriptor. A warp's weights come by one of three paths: a per-warp
+// cp.async ring of TCK_STAGES units (each lane copies and reads back its own A fragments, so a
+// warp waits on nothing but its own copies), loads into registers one batch ahead (TCK_LDG), or
+// one bulk copy a batch (TCK_BULK). Measured (runs 66-69, H200, 8B shapes): bit-identical and
+// green, but slower than the shipped forms at 32 tokens (the ring moves about 6 bytes a cycle
+// an SM; the register path beats them at 16 tokens only); off by default. With one bulk copy a
+// warp and batch (TCK_BULK, run 70: BF16 bs=32 +11%) it is the H200 defaults' form at 9-255 tokens.
+//
+// Exactness: the chain of linear_tcs_impl, unchanged (per unit a sum from 0 of the MMAs, k-half
+// 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); the slice's
+// sum to `part`, and linear_tcs_reduce (kernels/splitk_reduce.cu) adds the slices in order, the first
+// as is, then the bias). Run 61: wgmma's m64nNk16 gives mma.sync m16n8k16's bits.
+#ifndef TCK_WG
+#define TCK_WG 2
+#endif
+#ifndef TCK_STAGES
+#define TCK_STAGES 8
+#endif
+// Units whose MMAs go in as one batch (one fence, commit and wait). Run 67: 1, 2, 4 or 8 gave
+// the ring form the same time (its loads set it, not the batches).
+#ifndef TCK_UB
+#define TCK_UB 4
+#endif
+// 1: each lane loads its A fragments for the next batch straight into registers (the one-token
+// family's loads, which reach 97% of copy bandwidth at M = 1) instead of the cp.async ring (runs
+// 66-67: the ring form moves about 6 bytes a cycle an SM whatever its depth). Loads only: no
+// bits change.
+#ifndef TCK_LDG
+#define TCK_LDG 0
+#endif
+// 1 (with TCK_LDG = 0): each warp's batch of TCK_UB consecutive units of its tile (contiguous in
+// the tile-unit layout) reaches its ring by one bulk copy (cp.async.bulk, the TMA engine) issued
+// by the warp's lane 0, completing on the warp's own mbarrier for that slot; the ring holds
+// TCK_STAGES / TCK_UB batches. No block barrier (run 63's bulk form was slow because warp 0
+// issued every copy and all warps met at a barrier a unit). Copies only: no bits change.
+#ifndef TCK_BULK
+#define TCK_BULK 0
+#endif
+// 1: the split-K reduce in the form itself (host: `fuse` 1 or 2). When a warpgroup has stored
+// its slice's sums of a row group it counts itself in for that row group (an atomic counter a
+// row group and token block, `cnt`); the one that completes the count adds that row group's
+// slices exactly as linear_tcs_reduce4 / linear_tcs_reduce_swiglu do (`slice_sum` in slice
+// order, the first as is, then the bias; SwiGLU from the gate and up groups, counted together),
+// stores the outputs and sets the counter back to 0 for the next call. Which warpgroup adds
+// changes no operation, so the bits are the reduce kernel's; the partials are read back from L2
+// while other blocks still stream weights, and the reduce's launch and pass are gone.
+#ifndef TCK_FUSE
+#define TCK_FUSE 0
+#endif
+
+#if TCW_HAVE_WGMMA
+// d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
+// (m64n16k16, 8): A (this warp's 16 rows x 16 k) in registers, B (NTOK tokens x 16 k) by
+// descriptor.
+__device__ __forceinline__ void tck_mma(float (&d)[16], const u32 (&a)[4], unsigned long long desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+        "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+__device__ __forceinline__ void tck_mma(float (&d)[8], const u32 (&a)[4], unsigned long long desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+// A 16-byte load of read-only weights through an asm volatile, so that it is issued where the
+// source puts it (before the MMAs of the batch before; the compiler would otherwise sink it past
+// their wait into the registers they read, one batch of loads in flight).
+__device__ __forceinline__ uint4 tck_ldg(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+template <int N>
+__device__ __forceinline__ void tck_pin(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+#if TCK_FUSE
+// TCK_FUSE's epilogue for warpgroup `wg` (thread `wt` of its 128) after it stored slice sums of
+// row group `rg` for tokens m0 .. m0 + ntok: every thread's stores are made visible (fence), the
+// warpgroup meets at its named barrier, its first thread counts it in, and if that completed the
+// row group's count (slices arrivals; fuse 2: the gate group and its up group, 2 slices) the
+// warpgroup adds the group's slices for those tokens (`slice_sum` through L2, as the reduce
+// kernels) and stores them. The counter is set back to 0 by the thread that completed it. Not
+// inlined: inside the loop it took 24 bytes of spills at the 168-register cap, as a call 4.
+__device__ __noinline__ void tck_fused_reduce(const float* part, const float* bias, float* y, float* y1, float* y2,
+                                                 int R0, int R1, u32* cnt, int fuse, int M, int R, int slices,
+                                                 int groups, int rg, int m0, int ntok, int wt, int wg) {
+    __shared__ int tck_last[4];
+    __threadfence();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+    const int half = groups / 2, key = fuse == 2 ? rg % half : rg;
+    if (wt == 0) {
+        u32* c = cnt + (size_t)(m0 / ntok) * (fuse == 2 ? half : groups) + key;
+        const u32 need = (u32)(fuse == 2 ? 2 * slices : slices);
+        const bool last = atomicAdd(c, 1u) == need - 1;
+        if (last) *c = 0u;
+        tck_last[wg] = last;
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+    if (!tck_last[wg]) return;
+    __threadfence();
+    const size_t mr = (size_t)M * R;
+    const int I = R / 2;
+    for (int c = wt; c < 16 * ntok; c += 128) {
+        const int m = m0 + (c >> 4), r = 64 * key + 4 * (c & 15);
+        if (m >= M || r >= (fuse == 2 ? I : R)) continue;
+        if (fuse == 2) {
+            const size_t g0 = (size_t)m * R + r;
+            float4 g = slice_sum<float4, true>(part, mr, g0, slices), u = slice_sum<float4, true>(part, mr, g0 + I, slices);
+            if (bias) {
+                g = add_rn(g, *reinterpret_cast<const float4*>(bias + r));
+                u = add_rn(u, *reinterpret_cast<const float4*>(bias + I + r));
+            }
+            *reinterpret_cast<float4*>(y + (size_t)m * I + r) =
+                make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
+        } else {
+            float4 v = slice_sum<float4, true>(part, mr, (size_t)m * R + r, slices);
+            if (bias) v = add_rn(v, *reinterpret_cast<const float4*>(bias + r));
+            float* dst = r < R0        ? y + (size_t)m * R0 + r
+                         : r < R0 + R1 ? y1 + (size_t)m * R1 + (r - R0)
+                                       : y2 + (size_t)m * (R - R0 - R1) + (r - R0 - R1);
+            *reinterpret_cast<float4*>(dst) = v;
+        }
+    }
+}
+#endif
+
+// x: [M, K] f32; q, s: linear_tc.cu's layout; part: [slices][M][R] f32, slice sl's sums.
+// Grid: (slices, runs, ceil(M / NTOK)); block 128 TCK_WG; a block takes row groups (64 rows)
+// blockIdx.y rg_run .. + rg_run, warpgroup w every TCK_WG-th from the w-th. Dynamic shared
+// memory: x, ceil(nu / slices) units of NTOK / 8 token blocks x QTC_XSPLIT x 512 bytes, then a
+// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576),
+// then TCK_STAGES 8-byte mbarriers a warp (TCK_BULK) (host: linear_tcg.rs, tck_smem_bytes).
+//
+// TCK_FUSE (`fuse` != 0): bias ([R] f32 or null), y, y1, y2, R0, R1 as linear_tcs_reduce4's
+// outputs (fuse 1: R, R0 and R1 multiples of 4), or for a gate|up matrix (fuse 2: R = 2 I, I a
+// multiple of 64) y = out, [M, I] f32, SwiGLU(gate, up); cnt: zeros, at least ceil(M / NTOK) x
+// row groups (fuse 2: half of them) u32, left zero. fuse 0: part only.
+template <int F, int NTOK>
+__device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, const u8* __restrict__ q,
+                                                const u32* __restrict__ s, float* __restrict__ part, int M, int K,
+                                                int R, int slices, int rg_run, const float* __restrict__ bias,
+                                                float* y, float* y1, float* y2, int R0, int R1, u32* cnt, int fuse) {
+#if TCW_HAVE_WGMMA
+    constexpr int P = QTC_XSPLIT;
+    constexpr int NTH = 128 * TCK_WG;
+    constexpr int NA = NTOK / 2;                      // accumulators a thread: 64 NTOK / 128
+    constexpr int SLOT = F == TC_BF16 ? 1024 : 576;   // a warp's staged (tile, unit)
+    constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
+    static_assert(TCK_STAGES > TCK_UB, "a batch's units are copied while the ring holds more");
+    static_assert(!TCK_BULK || TCK_STAGES >= 2 * TCK_UB, "the bulk ring holds two batches or more");
+    extern __shared__ __align__(128) u8 tck_smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int nu = K / 32, tiles = (R + 15) / 16, groups = (tiles + 3) / 4;
+    const int sl = blockIdx.x;
+    const int per = (nu + slices - 1) / slices;
+    const int u0 = min(nu, sl * per), nus = min(nu, u0 + per) - u0;
+    const int m0 = blockIdx.z * NTOK;
+    const int rg0 = blockIdx.y * rg_run, rg1 = min(groups, rg0 + rg_run);
+    u8* ring = tck_smem + per * X_UNIT + warp * (TCK_STAGES * SLOT);
+
+    // This warp's copies, one (row group, unit) a step in walk order: lane l takes its own A
+    // fragments (BF16: its two 16-byte halves to planes 0 and 1, as tc_staged_a reads them;
+    // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales). Rows past R: zeros.
+    const int mine = rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
+    const int steps = mine * nus;
+    int c_i = 0, c_rg = rg0 + wg, c_u = 0;
+    auto next_copy = [&]() {
+        if (c_i < steps) {
+            u8* dst = ring + (c_i % TCK_STAGES) * SLOT;
+            const int tile = 4 * c_rg + wq;
+            const bool ok = tile < tiles;
+            const size_t tu = (size_t)tile * nu + u0 + c_u;
+            if (F == TC_BF16) {
+                const u8* src = ok ? q + tu * 1024 + lane * 32 : q;
+                tcg_cp16(dst + lane * 16, src, ok);
+                tcg_cp16(dst + 512 + lane * 16, src + (ok ? 16 : 0), ok);
+            } else {
+                tcg_cp16(dst + lane * 16, ok ? q + tu * 512 + lane * 16 : q, ok);
+                if (lane < 2)
+                    tcg_cp16(dst + 512 + lane * 16, ok ? reinterpret_cast<const u8*>(s) + tu * 32 + lane * 16 : q, ok);
+            }
+            if (++c_u == nus) {
+                c_u = 0;
+                c_rg += TCK_WG;
+            }
+        }
+        ++c_i;
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    // The weights are read-only for the whole forward: the first copies go out before the
+    // previous kernel's results are waited for.
+    // TCK_LDG: the batch a lane computes (wv, sc) and the next one, loading (nwv, nsc); zeros for
+    // units past the batch, tiles past R and row groups past the run.
+    constexpr int WB = F == TC_BF16 ? 2 : 1;
+    uint4 wv[TCK_UB][WB], nwv[TCK_UB][WB];
+    u32 sc[TCK_UB], nsc[TCK_UB];
+    auto load_batch = [&](int rg, int un, int nb) {
+#pragma unroll
+        for (int j = 0; j < TCK_UB; ++j) {
+            const int tile = 4 * rg + wq;
+            nsc[j] = 0;
+#pragma unroll
+            for (int b = 0; b < WB; ++b) nwv[j][b] = make_uint4(0, 0, 0, 0);
+            if (j < nb && rg < rg1 && tile < tiles) {
+                const size_t tu = (size_t)tile * nu + u0 + un + j;
+                const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
+#pragma unroll
+                for (int b = 0; b < WB; ++b) nwv[j][b] = tck_ldg(p + b);
+                if (F == TC_Q8_0) nsc[j] = s[tu * 8 + g];
+            }
+        }
+    };
+    // TCK_BULK: batch slots of this warp's ring and their mbarriers (after every warp's ring).
+    constexpr int NBS = TCK_STAGES / TCK_UB;
+    constexpr int BSLOT = TCK_UB * SLOT;
+    constexpr int WBYTES = F == TC_BF16 ? 1024 : 512;
+    const u32 bar0 = (u32)__cvta_generic_to_shared(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT)) +
+                     warp * (TCK_STAGES * 8);
+    int b_i = 0, b_rg = rg0 + wg, b_un = 0;
+    // Lane 0 copies the next batch in walk order (units b_un .. of row group b_rg) into its slot;
+    // a tile past R copies nothing (the stale slot only reaches rows that are never stored: an
+    // output depends on its own row alone); past the warp's last batch nothing is issued.
+    auto bulk_batch = [&]() {
+        if (b_rg >= rg1 || nus == 0) return;
+        const int nb = min(TCK_UB, nus - b_un), tile = 4 * b_rg + wq;
+        if (lane == 0) {
+            const u32 bar = bar0 + 8 * (b_i % NBS);
+            const u32 dst = (u32)__cvta_generic_to_shared(ring + (b_i % NBS) * BSLOT);
+            if (tile < tiles) {
+                const size_t tu = (size_t)tile * nu + u0 + b_un;
+                tcw_bar_expect(bar, nb * WBYTES + (F == TC_Q8_0 ? nb * 32 : 0));
+                tcw_bulk(dst, q + tu * WBYTES, nb * WBYTES, bar);
+                if (F == TC_Q8_0) tcw_bulk(dst + TCK_UB * 512, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
+            } else {
+                tcw_bar_expect(bar, 0);
+            }
+        }
+        ++b_i;
+        b_un += nb;
+        if (b_un >= nus) {
+            b_un = 0;
+            b_rg += TCK_WG;
+        }
+    };
+    if (TCK_LDG) {
+        load_batch(rg0 + wg, 0, min(TCK_UB, nus));
+    } else if (TCK_BULK) {
+        if (lane == 0)
+            for (int j = 0; j < NBS; ++j) tcw_bar_init(bar0 + 8 * j);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncwarp();
+        for (int j = 0; j < NBS - 1; ++j) bulk_batch();
+    } else {
+#pragma unroll
+        for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
+    }
+    pdl_entry();
+
+    // x of the slice's units for tokens m0 .. m0 + NTOK, split into its parts (zeros past M):
+    // float4 c = token c / (8 nus), unit (c / 8) % nus, k 4 (c % 8) .. + 4 of the unit; four
+    // loads in flight a thread.
+    const int xn = NTOK * nus * 8;
+    for (int c0 = tid; c0 < xn; c0 += 4 * NTH) {
+        float4 f[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + e * NTH, tok = c / (nus * 8), r = c % (nus * 8);
+            f[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c < xn && m0 + tok < M)
+                f[e] = *reinterpret_cast<const float4*>(x + (size_t)(m0 + tok) * K + 32 * (u0 + (r >> 3)) + 4 * (r & 7));
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + e * NTH, tok = c / (nus * 8), r = c % (nus * 8), un = r >> 3, k4 = r & 7;
+            if (c >= xn) break;
+            u32 w0[P], w1[P];
+            split_x(make_float2(f[e].x, f[e].y), w0);
+            split_x(make_float2(f[e].z, f[e].w), w1);
+            u8* d = tck_smem + un * X_UNIT + (tok >> 3) * (P * 512) + (k4 >> 1) * 128 + (tok & 7) * 16 + (k4 & 1) * 8;
+#pragma unroll
+            for (int p = 0; p < P; ++p) *reinterpret_cast<uint2*>(d + p * 512) = make_uint2(w0[p], w1[p]);
+        }
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+
+    float us[TCK_UB][NA], acc[NA];
+#pragma unroll
+    for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+        for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
+    int i = 0, bi = 0;  // units and batches this warp has taken
+    for (int rg = rg0 + wg; rg < rg1; rg += TCK_WG) {
+#pragma unroll
+        for (int e = 0; e < NA; ++e) acc[e] = 0.0f;
+#if TCK_FUSE
+        // The unit sums start from 0 at each unit's first MMA (scale-d 0) whatever they hold:
+        // zeroing them here only tells the compiler that nothing of them outlives a row group,
+        // so the reduce below (a call) keeps no registers of them.
+#pragma unroll
+        for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+            for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
+#endif
+        // A batch of nb <= TCK_UB units: their MMAs go in between one fence and one wait (unit j
+        // into its own sum us[j]), then the sums are folded in unit order. A batch past the
+        // slice's end runs its spare MMAs on zero weights and drops them.
+        for (int un = 0; un < nus; un += TCK_UB) {
+            const int nb = min(TCK_UB, nus - un);
+            if (TCK_LDG) {
+                // This batch's fragments are the ones loading; the next batch's loads go out.
+#pragma unroll
+                for (int j = 0; j < TCK_UB; ++j) {
+                    sc[j] = nsc[j];
+#pragma unroll
+                    for (int b = 0; b < WB; ++b) wv[j][b] = nwv[j][b];
+                }
+                const bool last = un + nb >= nus;
+                const int nun = last ? 0 : un + nb;
+                load_batch(last ? rg + TCK_WG : rg, nun, min(TCK_UB, nus - nun));
+            } else if (TCK_BULK) {
+                // Every lane is past the batch before (its slot takes batch bi + NBS - 1), then
+                // this batch's copies complete: use bi / NBS of its slot.
+                __syncwarp();
+                bulk_batch();
+                tcw_bar_wait(bar0 + 8 * (bi % NBS), (bi / NBS) & 1);
+                __syncwarp();  // converged again after the wait's loop, before the .aligned MMAs
+            } else {
+                // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups
+                // pending.
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 1 - TCK_UB));
+                __syncwarp();
+            }
+            u32 a[TCK_UB][2][4];
+            float d[TCK_UB][2];
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j) {
+                if (TCK_LDG) {
+                    if (F == TC_BF16) {
+                        a[j][0][0] = wv[j][0].x; a[j][0][1] = wv[j][0].y; a[j][0][2] = wv[j][0].z; a[j][0][3] = wv[j][0].w;
+                        a[j][1][0] = wv[j][1].x; a[j][1][1] = wv[j][1].y; a[j][1][2] = wv[j][1].z; a[j][1][3] = wv[j][1].w;
+                    } else {
+                        const u32 words[4] = {wv[j][0].x, wv[j][0].y, wv[j][0].z, wv[j][0].w};
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int r = 0; r < 4; ++r) a[j][h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
+                    }
+                    d[j][0] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] & 0xffffu)) : 1.0f;
+                    d[j][1] = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j] >> 16)) : 1.0f;
+                } else if (TCK_BULK && j < nb && 4 * rg + wq < tiles) {
+                    // (A tile past R copies nothing: it takes the zeros below, as the other
+                    // paths' zero-filled copies give.)
+                    const u8* W = ring + (bi % NBS) * BSLOT;
+                    tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * 512 + j * 32, lane, a[j], d[j]);
+                } else if (j < nb) {
+                    const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
+                    tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
+                } else {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) a[j][h][r] = 0;
+                    d[j][0] = d[j][1] = 0.0f;
+                }
+            }
+            // The slots of the steps before i were read by every lane before this __syncwarp;
+            // as many copies go out as units are taken, so a slot is refilled only once read.
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+                if (!TCK_LDG && !TCK_BULK && j < nb) next_copy();
+            unsigned long long desc[TCK_UB][2][P];
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int p = 0; p < P; ++p) {
+                        const u8* X = tck_smem + (un + (j < nb ? j : 0)) * X_UNIT;
+                        const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
+                        asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[j][h][p]) : "l"(v));
+                    }
+            int from0, acc_on;
+            asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
+            asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
+            tcw_fence();
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int p = 0; p < P; ++p) tck_mma(us[j], a[j][h], desc[j][h][p], h + p > 0 ? acc_on : from0);
+            tcw_commit();
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j)
+                if (j < nb) {
+#pragma unroll
+                    for (int e = 0; e < NA; ++e)
+                        acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[j][(e >> 1) & 1], us[j][e], acc[e])
+                                              : __fadd_rn(acc[e], us[j][e]);
+                }
+            i += nb;
+            ++bi;
+        }
+        // Element e: row 64 rg + 16 wq + g + 8 ((e / 2) % 2), token m0 + 8 (e / 4) + 2t + e % 2. An
+        // empty slice (past the last unit) stores its zero sums, as linear_tcs_impl's do.
+        const int row0 = 64 * rg + 16 * wq + g;
+#pragma unroll
+        for (int e = 0; e < NA; ++e) {
+            const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
+            if (row < R && m < M) part[((size_t)sl * M + m) * R + row] = acc[e];
+        }
+#if TCK_FUSE
+        if (fuse) tck_fused_reduce(part, bias, y, y1, y2, R0, R1, cnt, fuse, M, R, slices, groups, rg, m0, NTOK,
+                                   tid & 127, wg);
+#endif
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    // TCK_BULK: every copy issued was waited for (a warp issues only batches it takes).
+#else
+    // Built for an architecture without wgmma: the host never launches this (QTC_SK = 3 needs
+    // sm_90a), so reaching it is a bug; trap rather than leave `part` unwritten.
+    (void)x; (void)q; (void)s; (void)part; (void)M; (void)K; (void)R; (void)slices; (void)rg_run;
+    (void)bias; (void)y; (void)y1; (void)y2; (void)R0; (void)R1; (void)cnt; (void)fuse;
+    __trap();
+#endif
+}
+
+#define LINEAR_TCK(name, F, NTOK)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
+        name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
+             int rg_run, const float* bias, float* y, float* y1, float* y2, int R0, int R1, u32* cnt,   \
+             int fuse) {                                                                           \
+        linear_tck_impl<F, NTOK>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, cnt, \
+                                 fuse);                                                            \
+    }
+
+LINEAR_TCK(linear_tck_bf16_n16, TC_BF16, 16)
+LINEAR_TCK(linear_tck_bf16_n32, TC_BF16, 32)
+LINEAR_TCK(linear_tck_q8_0_n16, TC_Q8_0, 16)
+LINEAR_TCK(linear_tck_q8_0_n32, TC_Q8_0, 32)
