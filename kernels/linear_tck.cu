@@ -103,7 +103,7 @@ __device__ __forceinline__ void tck_pin(float (&d)[N]) {
 // TCK_FUSE's epilogue for warpgroup `wg` (thread `wt` of its 128) after it stored slice sums of
 // row group `rg` for tokens m0 .. m0 + ntok: every thread's stores are made visible (fence), the
 // warpgroup meets at its named barrier, its first thread counts it in, and if that completed the
-// row group's count (slices arrivals; fuse 2: the gate group and its up group, 2 slices) the
+// row group's count (slices arrivals; fuse 2: the gate group and its up group, 2 x slices) the
 // warpgroup adds the group's slices for those tokens (`slice_sum` through L2, as the reduce
 // kernels) and stores them. The counter is set back to 0 by the thread that completed it. Not
 // inlined: inside the loop it took 24 bytes of spills at the 168-register cap, as a call 4.

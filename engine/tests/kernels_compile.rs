@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 26] = [
+    let sets: [&[(&str, &str)]; 28] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -272,6 +272,9 @@ fn linear_switches_compile() {
             ("TCK_WG", "3"),
             ("TCK_FUSE", "1"),
         ],
+        // TCK_FUSE on the cp.async ring (2 warpgroups, 3 parts) and on register loads.
+        &[("TCK_WG", "2"), ("TCK_FUSE", "1")],
+        &[("TCK_WG", "1"), ("TCK_LDG", "1"), ("TCK_FUSE", "1")],
         &[
             ("QTC_SPLIT", "16"),
             ("QTC_SPLIT_BIG", "4"),
@@ -304,10 +307,11 @@ fn linear_switches_compile() {
             let touched = |f: &str| {
                 f.contains("_r") || f.starts_with("linear_tc") || f.starts_with("linear_imma")
             };
-            // TCK_FUSE's reduce is a call (`tck_fused_reduce`, __noinline__) from a loop at the
-            // 168-register cap of 3 warpgroups: the call's register saves may spill a few words
-            // (4 bytes BF16, 40 Q8_0 at 32 tokens with the H200 set); nothing else may.
-            let fused = set.contains(&("TCK_FUSE", "1"));
+            // TCK_FUSE's reduce is a call (`tck_fused_reduce`, __noinline__) from a loop; at the
+            // 168-register cap of 3 warpgroups the call's register saves may spill a few words
+            // (the 32-token entries with the H200 set: 4 bytes BF16, 40 Q8_0; 3 parts: 96 and
+            // 116); with fewer warpgroups nothing. Nothing else may spill.
+            let fused = set.contains(&("TCK_FUSE", "1")) && set.contains(&("TCK_WG", "3"));
             for r in report.iter().filter(|r| touched(&r.function)) {
                 let cap = if fused && r.function.starts_with("linear_tck_") {
                     64

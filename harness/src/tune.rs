@@ -13,8 +13,9 @@
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
 //!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) (decode tok/s, bs=1) and the
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
-//!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce, 0 or
-//!   1) and `TCK_FUSE` (the reduce inside the form, 0 or 1; all by aggregate decode tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
+//!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce,
+//!   each 0 or 1) and `TCK_FUSE` (the reduce inside the form, 0 or 1; all by aggregate decode
+//!   tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
 //!   tiled GEMM from 64 tokens, or the split-K and one-token forms up to 255: aggregate decode tok/s at bs=64)
 //!   and `QTC_GEMM_MIN_BIG` (0: the same for gate+up and the lm-head; 128: the GEMM from 128 tokens
 //!   for those, whose 128-row tiles fill the SMs: bs=128),

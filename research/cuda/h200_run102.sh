@@ -13,17 +13,18 @@
 #    TCK_MIN_MB = 0 (q/o on the split-K form too: run 101's ncu has the one-token form for q/o at
 #    M = 32 bound by L1 (74-78% of its throughput; L2 51%, DRAM 40%), which the split-K form's
 #    x staging avoids; run 96: 17.9 us either way with the reduce kernel).
-# 3. Decode BF16 bs=32 (f16 cache, shipped defaults) fuse 0 / 1 interleaved, N = 3 each round;
-#    then bs=16 and bs=64 once each way.
+# 3. Decode BF16 bs=32 (f16 cache, shipped defaults) fuse 0 / 1 / 1 with TCK_MIN_MB = 0
+#    (f1m0) interleaved, N = 3 each round; then bs=16 and bs=64 fuse 0 / 1.
 # Prediction: reduces hidden, about 10 us a layer and 30 us a step of lm-head: bs=32 +4 to +7%
 # (5,270 -> 5,480-5,640 tok/s).
-# Usage: h200_run102.sh MEMRA OUT_DIR (about 6 minutes)
+# Usage: h200_run102.sh MEMRA OUT_DIR (about 7 minutes)
 set -u
 B=$1; O=$2; L=$O/log.txt
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 printf '[kernel_defines]\nTCK_FUSE = "1"\n' > /tmp/c-f1.toml
 printf '[kernel_defines]\nTCK_FUSE = "0"\n' > /tmp/c-f0.toml
+printf '[kernel_defines]\nTCK_FUSE = "1"\nTCK_MIN_MB = "0"\n' > /tmp/c-f1m0.toml
 ok=1
 for f in f0 f1; do
   step "self-check, f16 cache, $f (f0: the shipped defaults, whose linear_tck_* now take 8 more arguments)"
@@ -43,7 +44,7 @@ timeout 150 $B probe --bench-kernels --kernel-tokens 16,32 --kernel-dtypes bf16 
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^(TCK_FUSE|TCK_MIN_MB)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
 for round in 1 2; do
-  for f in f0 f1; do
+  for f in f0 f1 f1m0; do
     step "decode bf16 bs=32, depth 128, f16 cache, $f, round $round"
     timeout 100 $B --backend cuda --config /tmp/c-$f.toml --kv-cache-dtype f16 bench decode --model synth:llama-3.1-8b:bf16 \
       --batch 32 --depth 128 --new-tokens 128 --reps 3 --out "$O/decode.jsonl" 2>&1 | grep -E "^decode|rror" \

@@ -345,7 +345,9 @@ pub struct RegReport {
 }
 
 /// Parses ptxas `-v` output ("Compiling entry function 'x'", "N bytes stack frame, N bytes spill
-/// stores, N bytes spill loads", "Used N registers").
+/// stores, N bytes spill loads", "Used N registers"). A "Function properties for f" line names
+/// the function the lines after it describe: an entry's own, or a called (`__noinline__`)
+/// function's, which are no entry's and are skipped.
 pub fn parse_ptxas_report(log: &str) -> Vec<RegReport> {
     let num_before = |line: &str, unit: &str| -> u32 {
         line.find(unit)
@@ -354,6 +356,8 @@ pub fn parse_ptxas_report(log: &str) -> Vec<RegReport> {
             .unwrap_or(0)
     };
     let mut out: Vec<RegReport> = Vec::new();
+    // The entry the lines describe (None: a called function's lines).
+    let mut cur: Option<usize> = None;
     for line in log.lines() {
         if let Some(i) = line.find("entry function '") {
             let rest = &line[i + "entry function '".len()..];
@@ -365,7 +369,11 @@ pub fn parse_ptxas_report(log: &str) -> Vec<RegReport> {
                 spill_loads: 0,
                 stack_frame: 0,
             });
-        } else if let Some(r) = out.last_mut() {
+            cur = Some(out.len() - 1);
+        } else if let Some(i) = line.find("Function properties for ") {
+            let name = line[i + "Function properties for ".len()..].trim();
+            cur = out.iter().rposition(|r| r.function == name);
+        } else if let Some(r) = cur.and_then(|i| out.get_mut(i)) {
             if line.contains("stack frame") {
                 r.stack_frame = num_before(line, "bytes stack frame");
                 r.spill_stores = num_before(line, "bytes spill stores");
@@ -376,4 +384,39 @@ pub fn parse_ptxas_report(log: &str) -> Vec<RegReport> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each entry keeps its own figures; a called function's lines (here after the first entry's
+    /// register line, as ptxas prints them) change no entry.
+    #[test]
+    fn ptxas_report_keeps_called_functions_apart() {
+        let log = "\
+ptxas info    : Compiling entry function 'linear_tck_bf16_n32' for 'sm_90a'
+ptxas info    : Function properties for linear_tck_bf16_n32
+ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 168 registers, used 16 barriers, 8 bytes cumulative stack size
+ptxas info    : Function properties for _Z16tck_fused_reducePKf
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'tcw_split_x' for 'sm_90a'
+ptxas info    : Function properties for tcw_split_x
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 22 registers, used 0 barriers
+";
+        let r = parse_ptxas_report(log);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].function.as_str(), r[0].registers, r[0].stack_frame),
+            ("linear_tck_bf16_n32", 168, 8)
+        );
+        assert_eq!((r[0].spill_stores, r[0].spill_loads), (4, 4));
+        assert_eq!(
+            (r[1].function.as_str(), r[1].registers),
+            ("tcw_split_x", 22)
+        );
+        assert_eq!((r[1].spill_stores, r[1].spill_loads), (0, 0));
+    }
 }

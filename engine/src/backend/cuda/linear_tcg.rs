@@ -69,6 +69,10 @@ pub fn tck_smem_bytes(
 /// tokens (4,096 groups x 8 blocks of 32) twice over.
 pub const TCK_COUNTERS: usize = 64 << 10;
 
+/// Static shared memory of the TCK_FUSE entries (ptxas: 128 bytes, the warpgroups' flags), which
+/// the block's limit holds besides [`tck_smem_bytes`].
+pub const TCK_FUSE_STATIC_SMEM: u32 = 128;
+
 /// The mode of TCK_FUSE for one call of the wgmma split-K form (`on`: TCK_FUSE = 1; `keys`: row
 /// groups x token blocks): 2 where the reduce would take the SwiGLU epilogue (`rows` two halves
 /// of I, I a multiple of 64 so the gate and up halves are whole row groups, `out` m·I), 0 where
@@ -203,15 +207,16 @@ impl CudaDevice {
     /// The wgmma split-K form of [`CudaDevice::linear_tc`] (QTC_SK = 3, sm_90a; batched decode
     /// and verify): `linear_tck_*` of kernels/linear_tck.cu, one block per (K slice, run of
     /// 64-row groups, 16 or 32 tokens) writes each slice's sums to the stream's split-K buffer,
-    /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias; the same chain per
-    /// element as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
+    /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias, or with TCK_FUSE = 1
+    /// the form's own warpgroups do, by the same adds ([`tck_fuse`] says where); the same chain
+    /// per element as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
     /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
     /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
     /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one
     /// bulk copy a warp and batch (TCK_BULK = 1). Returns `None` (nothing launched) when the
     /// slice's x and the rings do not fit in shared memory or the slice sums in
     /// [`SK_SCRATCH_FLOATS`], else whether the reduce took the epilogue `epi`
-    /// ([`CudaDevice::sk_reduce`]). Errors: a device without wgmma (not sm_90a), another format,
+    /// ([`CudaDevice::sk_reduce`]; fused, true for SwiGLU, [`tck_fuse`]'s mode 2). Errors: a device without wgmma (not sm_90a), another format,
     /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
     /// the shared-memory opt-in, a launch failure.
     #[allow(clippy::too_many_arguments)]
@@ -239,7 +244,10 @@ impl CudaDevice {
         let wg = self.define("TCK_WG", 2).clamp(1, 3);
         let stages = self.define("TCK_STAGES", 8).max(2);
         let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, stages);
-        if smem > SMEM_MAX || slices as usize * m * r > SK_SCRATCH_FLOATS {
+        // TCK_FUSE's entries hold 128 bytes of static shared memory beside the dynamic.
+        let fused = self.define("TCK_FUSE", 0) == 1;
+        let limit = SMEM_MAX - if fused { TCK_FUSE_STATIC_SMEM } else { 0 };
+        if smem > limit || slices as usize * m * r > SK_SCRATCH_FLOATS {
             return Ok(None);
         }
         let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
@@ -267,7 +275,7 @@ impl CudaDevice {
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let (si, gi) = (slices as i32, rg_run as i32);
         let fuse = tck_fuse(
-            self.define("TCK_FUSE", 0) == 1,
+            fused,
             rows,
             m,
             (groups * tok_groups) as usize,
