@@ -45,6 +45,14 @@
 #ifndef QTC_WT
 #define QTC_WT 2
 #endif
+// Row tiles a block for the one-token entries at 1-8 tokens of the QTC_SPLIT matrices (`_n1_alt`) where
+// the host finds they spread the row tiles more evenly over the SMs than QTC_WT does
+// (`one_token_wt`: fewer row tiles on the busiest SM; e.g. an 8B model's Q|K|V, 384 tiles: 192
+// blocks of 2 leave 60 of the H200's 132 SMs with two, 128 blocks of 3 give each at most one).
+// Which block computes a row changes none of its operations. 0: no such entries.
+#ifndef QTC_WT_ALT
+#define QTC_WT_ALT 0
+#endif
 // Units whose weights a warp loads as one group.
 #ifndef QTC_UNROLL
 #define QTC_UNROLL 4
@@ -110,41 +118,42 @@
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
 // QTC_DB, or QTC_Q8_DB for `linear_tc_q8_0_n1`, QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
-// for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG).
+// for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG); WT: row tiles a block (QTC_WT, or
+// QTC_WT_ALT for the `_alt` entries).
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
-// reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / QTC_WT), ceil(M / (8 NT))),
+// reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
-// block: 32 * S; dynamic shared memory: S * QTC_WT * NT * 512 bytes.
-template <int F, int NT, int S, int DB, int U>
+// block: 32 * S; dynamic shared memory: S * WT * NT * 512 bytes.
+template <int F, int NT, int S, int DB, int U, int WT>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                int M, int K, int R, int split_canary) {
-    extern __shared__ float part[];  // [S][QTC_WT][NT][4][32]
+    extern __shared__ float part[];  // [S][WT][NT][4][32]
     constexpr int WB = F == TC_BF16 ? 2 : 1;  // uint4 per lane per (tile, unit)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int nu = K / 32;
     const int tiles = (R + 15) / 16;
-    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * QTC_WT;
+    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * WT;
     const int m0 = (QTC_TOKFAST ? blockIdx.x : blockIdx.y) * 8 * NT;
     const int slices = (split_canary && M > 1 && S > 1) ? S / 2 : S;
     const int per = (nu + slices - 1) / slices;
     const int u0 = warp < slices ? min(nu, warp * per) : nu;
     const int u1 = warp < slices ? min(nu, u0 + per) : nu;
-    float acc[QTC_WT][NT][4];
+    float acc[WT][NT][4];
 #pragma unroll
-    for (int w = 0; w < QTC_WT; ++w)
+    for (int w = 0; w < WT; ++w)
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int c = 0; c < 4; ++c) acc[w][n][c] = 0.0f;
     // Weights of units ub .. ub + U of each row tile (zeros past the slice or R).
-    auto load = [&](int ub, uint4 (&wv)[U][QTC_WT][WB], u32 (&sc)[U][QTC_WT]) {
+    auto load = [&](int ub, uint4 (&wv)[U][WT][WB], u32 (&sc)[U][WT]) {
 #pragma unroll
         for (int j = 0; j < U; ++j) {
             const int u = ub + j;
 #pragma unroll
-            for (int w = 0; w < QTC_WT; ++w) {
+            for (int w = 0; w < WT; ++w) {
                 const int tile = tile0 + w;
                 sc[j][w] = 0;
 #pragma unroll
@@ -160,12 +169,12 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         }
     };
     // DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
-    uint4 wv[U][QTC_WT][WB];
-    u32 sc[U][QTC_WT];
+    uint4 wv[U][WT][WB];
+    u32 sc[U][WT];
     if (DB) load(u0, wv, sc);
     for (int ub = u0; ub < u1; ub += U) {
-        uint4 nwv[U][QTC_WT][WB];
-        u32 nsc[U][QTC_WT];
+        uint4 nwv[U][WT][WB];
+        u32 nsc[U][WT];
         if (DB) load(ub + U, nwv, nsc);
         else load(ub, wv, sc);
 #pragma unroll
@@ -187,7 +196,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                     }
             }
 #pragma unroll
-            for (int w = 0; w < QTC_WT; ++w) {
+            for (int w = 0; w < WT; ++w) {
                 if (tile0 + w >= tiles) continue;
                 u32 a[2][4];
                 if (F == TC_BF16) {
@@ -222,7 +231,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 #pragma unroll
         for (int j = 0; j < U; ++j)
 #pragma unroll
-            for (int w = 0; w < QTC_WT; ++w) {
+            for (int w = 0; w < WT; ++w) {
                 if (!DB) continue;
                 sc[j][w] = nsc[j][w];
 #pragma unroll
@@ -231,9 +240,9 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
     // The slices' sums, added in slice order; element (w, n, c) of lane l is row
     // 16 (tile0 + w) + l / 4 + 8 (c / 2), token m0 + 8n + 2 (l % 4) + c % 2.
-    constexpr int PER_WARP = QTC_WT * NT * 4 * 32;
+    constexpr int PER_WARP = WT * NT * 4 * 32;
 #pragma unroll
-    for (int w = 0; w < QTC_WT; ++w)
+    for (int w = 0; w < WT; ++w)
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -254,19 +263,19 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 
 // QTC_M1_PREFETCH's prefetch: the warp's slice as in linear_tc_impl; a (tile, unit) is WB * 512
 // contiguous bytes of q and 32 of s, so lane l asks for the slice start's 128-byte line l of each.
-template <int F, int NT, int S>
+template <int F, int NT, int S, int WT>
 __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, const u32* __restrict__ s, int K, int R) {
     if (QTC_M1_PREFETCH <= 0 || NT != 1) return;
     constexpr int WB = F == TC_BF16 ? 2 : 1;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nu = K / 32, tiles = (R + 15) / 16;
-    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * QTC_WT;
+    const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * WT;
     const int per = (nu + S - 1) / S;
     const int u0 = min(nu, warp * per), u1 = min(nu, u0 + min(per, QTC_M1_PREFETCH));
     if (warp >= S || u0 >= u1) return;
     const int lines = (u1 - u0) * WB * 4;  // 128-byte lines of one tile's units u0 .. u1
 #pragma unroll
-    for (int w = 0; w < QTC_WT; ++w) {
+    for (int w = 0; w < WT; ++w) {
         const int tile = tile0 + w;
         if (tile >= tiles) break;
         const size_t tu = (size_t)tile * nu + u0;
@@ -278,14 +287,15 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
 
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
-#define LINEAR_TC(name, F, NT, S, DB, U)                                                            \
+#define LINEAR_TC_WT(name, F, NT, S, DB, U, WT)                                                     \
     extern "C" __global__ void __launch_bounds__(32 * S)                                            \
         name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
              int split_canary) {                                                                   \
-        linear_tc_prefetch<F, NT, S>(q, s, K, R);                                                  \
+        linear_tc_prefetch<F, NT, S, WT>(q, s, K, R);                                              \
         pdl_entry();                                                                               \
-        linear_tc_impl<F, NT, S, DB, U>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);           \
+        linear_tc_impl<F, NT, S, DB, U, WT>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);       \
     }
+#define LINEAR_TC(name, F, NT, S, DB, U) LINEAR_TC_WT(name, F, NT, S, DB, U, QTC_WT)
 
 LINEAR_TC(linear_tc_bf16_n1, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_bf16_n2, TC_BF16, 2, QTC_SPLIT, QTC_DB, QTC_UNROLL)
@@ -293,6 +303,10 @@ LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
+#if QTC_WT_ALT > 0
+LINEAR_TC_WT(linear_tc_bf16_n1_alt, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL, QTC_WT_ALT)
+LINEAR_TC_WT(linear_tc_q8_0_n1_alt, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL, QTC_WT_ALT)
+#endif
 #if QTC_SPLIT_BIG > 0
 LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG, QTC_DB_BIG, QTC_UNROLL)
 LINEAR_TC(linear_tc_bf16_n2_big, TC_BF16, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 28] = [
+    let sets: [&[(&str, &str)]; 29] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -271,6 +271,15 @@ fn linear_switches_compile() {
             ("TCK_BULK", "1"),
             ("TCK_WG", "3"),
             ("TCK_FUSE", "1"),
+        ],
+        // The one-token entries with 3 row tiles a block beside QTC_WT's 2 (QTC_WT_ALT), at the
+        // H200's load groups (BF16 with the kernel's default of 4 units spills 40 bytes at 3).
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_Q8_UNROLL", "2"),
+            ("QTC_WT_ALT", "3"),
         ],
         // TCK_FUSE on the cp.async ring (2 warpgroups, 3 parts) and on register loads.
         &[("TCK_WG", "2"), ("TCK_FUSE", "1")],

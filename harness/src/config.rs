@@ -509,7 +509,7 @@ impl ConfigArgs {
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W and ATTN_PF are switches (0 or 1); QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG (0: off), TCK_MIN_MB,
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
@@ -575,7 +575,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_ROWS_F16" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "QTC_WT_ALT" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_ROWS_F16" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }
@@ -587,7 +587,7 @@ impl ConfigArgs {
             }
         }
         // The wgmma split-K form copies a batch of TCK_UB units while its ring holds more
-        // (kernels/linear_tcw.cu asserts it at compile time; say it here first).
+        // (kernels/linear_tck.cu asserts it at compile time; say it here first).
         let tck = |k: &str, d: u32| {
             c.kernel_defines
                 .get(k)

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 81] = [
+pub const KERNEL_DEFINES: [&str; 82] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -41,6 +41,7 @@ pub const KERNEL_DEFINES: [&str; 81] = [
     "QTC",
     "QTC_SPLIT",
     "QTC_WT",
+    "QTC_WT_ALT",
     "QTC_XSPLIT",
     "QTC_UNROLL",
     "QTC_DB",

@@ -40,7 +40,7 @@ pub(super) fn sweep_applies(
     let big_ok =
         !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
     let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
-    let fmt_ok = if name == "QTC_SK" {
+    let fmt_ok = if name == "QTC_SK" || name == "QTC_WT_ALT" {
         fmt == Some(DType::BF16) || q8_tc
     } else if name.starts_with("QTC_Q8_") {
         q8_tc
@@ -130,6 +130,10 @@ mod tests {
         assert!(sweep_applies("TCS_ROPE", &sk3, bf16));
         assert!(!sweep_applies("TCS_ROPE", &qtc, bf16));
         assert!(sweep_applies("TCK_FUSE", &sk3, bf16));
+        // QTC_WT_ALT: the one-token entries of either tensor-core format.
+        assert!(sweep_applies("QTC_WT_ALT", &qtc, q8));
+        assert!(sweep_applies("QTC_WT_ALT", &qtc, bf16));
+        assert!(!sweep_applies("QTC_WT_ALT", &lanes, q8));
         assert!(!sweep_applies("TCK_FUSE", &qtc, bf16));
         // Where the GEMM starts: only with the GEMM on, on either tensor-core format.
         assert!(!sweep_applies("QTC_GEMM_MIN", &qtc, bf16));

@@ -29,6 +29,20 @@ pub const SK_SCRATCH_FLOATS: usize = 16 << 20;
 /// refuses a stage count that needs more.
 pub(super) const SMEM_MAX: u32 = 227 << 10;
 
+/// Row tiles a block for a one-token entry at 1-8 tokens (`tiles` row tiles of 16, `sms`
+/// multiprocessors): `alt` (QTC_WT_ALT) where it puts fewer row tiles on the busiest SM than
+/// `wt` (QTC_WT) does, counting blocks dealt round the SMs, else `wt`. An 8B model on 132 SMs:
+/// Q|K|V (384 tiles) takes 3 (128 blocks, 3 tiles an SM, against 192 blocks of 2, 4 on the 60
+/// SMs that get two); q/o and down (256 tiles) keep 2 (128 blocks against 86 of 3).
+pub fn one_token_wt(tiles: u32, sms: u32, wt: u32, alt: u32) -> u32 {
+    let busiest = |w: u32| tiles.div_ceil(w).div_ceil(sms.max(1)) * w;
+    if alt > 0 && busiest(alt) < busiest(wt.max(1)) {
+        alt
+    } else {
+        wt
+    }
+}
+
 /// Rows per tile: the m of the m16n8k16 MMA.
 pub const TC_TILE_ROWS: usize = 16;
 
@@ -250,13 +264,23 @@ impl CudaDevice {
             _ => 4,
         };
         let (split, suffix) = self.tc_split(r);
+        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
+        // QTC_WT row tiles a block, or up to 8 tokens QTC_WT_ALT where that spreads them better.
+        let (wt0, alt) = (
+            self.define("QTC_WT", 2).max(1),
+            self.define("QTC_WT_ALT", 0),
+        );
+        let wt = if nt == 1 && suffix.is_empty() && alt > 0 {
+            one_token_wt(tiles, self.info().sm_count.max(1) as u32, wt0, alt)
+        } else {
+            wt0
+        };
+        let suffix = if wt != wt0 { "_alt" } else { suffix };
         let func = match w.dtype {
             DType::BF16 => format!("linear_tc_bf16_n{nt}{suffix}"),
             DType::Q8_0 => format!("linear_tc_q8_0_n{nt}{suffix}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
-        let wt = self.define("QTC_WT", 2).max(1);
-        let tiles = (r as u32).div_ceil(TC_TILE_ROWS as u32);
         let (row_groups, tok_groups) = (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt));
         let cfg = LaunchConfig {
             // QTC_TOKFAST: token groups fastest (kernels/linear_tc.cu).
@@ -597,6 +621,20 @@ impl CudaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// QTC_WT_ALT where it unloads the busiest SM: the 8B shapes on the H200's 132 SMs (Q|K|V
+    /// takes 3, q/o, down and the lm-head keep 2), never without an alternative.
+    #[test]
+    fn one_token_wt_spreads_row_tiles() {
+        assert_eq!(one_token_wt(384, 132, 2, 3), 3);
+        assert_eq!(one_token_wt(256, 132, 2, 3), 2);
+        assert_eq!(one_token_wt(8016, 132, 2, 3), 2);
+        assert_eq!(one_token_wt(384, 132, 2, 0), 2);
+        // Equal load keeps QTC_WT: 264 tiles, one block of 2 an SM against 88 of 3.
+        assert_eq!(one_token_wt(264, 132, 2, 3), 2);
+        // The self-check's matrix: 3 tiles for each of 132 SMs.
+        assert_eq!(one_token_wt(3 * 132, 132, 2, 3), 3);
+    }
 
     /// Every (row, k) of a tile-unit lands on its own (lane, slot), and the fragment rules hold.
     #[test]

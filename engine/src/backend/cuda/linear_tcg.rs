@@ -209,16 +209,17 @@ impl CudaDevice {
     /// 64-row groups, 16 or 32 tokens) writes each slice's sums to the stream's split-K buffer,
     /// then [`CudaDevice::sk_reduce`] adds the slices in order and the bias, or with TCK_FUSE = 1
     /// the form's own warpgroups do, by the same adds ([`tck_fuse`] says where); the same chain
-    /// per element as the other forms, so the same bits. 16 tokens a block up to m = 16, else 32; runs sized
-    /// for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
+    /// per element as the other forms, so the same bits. 16 tokens a block up to m = 16, else
+    /// 32; runs sized for about QTC_SK_WAVES (default 1) waves of the blocks an SM holds; TCK_WG warpgroups
     /// (default 2), TCK_STAGES units in each warp's ring (default 8), TCK_UB units a batch of
     /// MMAs (default 4); the weights by cp.async, or into registers (TCK_LDG = 1), or by one
     /// bulk copy a warp and batch (TCK_BULK = 1). Returns `None` (nothing launched) when the
     /// slice's x and the rings do not fit in shared memory or the slice sums in
     /// [`SK_SCRATCH_FLOATS`], else whether the reduce took the epilogue `epi`
-    /// ([`CudaDevice::sk_reduce`]; fused, true for SwiGLU, [`tck_fuse`]'s mode 2). Errors: a device without wgmma (not sm_90a), another format,
-    /// the buffer's allocation (out of device memory, or first use inside a CUDA graph capture),
-    /// the shared-memory opt-in, a launch failure.
+    /// ([`CudaDevice::sk_reduce`]; fused, true for SwiGLU, [`tck_fuse`]'s mode 2). Errors: a
+    /// device without wgmma (not sm_90a), another format, the buffer's allocation (out of device
+    /// memory, or first use inside a CUDA graph capture), the shared-memory opt-in, a launch
+    /// failure.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_tck(
         &self,

@@ -3,6 +3,7 @@
 //! |GPU − CPU| against a tolerance stated per op, and — the Level A contract — whether a row's
 //! GPU output is bit-identical when the same row is computed in passes of different M.
 
+use super::linear_tc::one_token_wt;
 use super::ops::{AttnPath, DevMatrix, KvIndex, WeightLayout};
 use super::{drv, CudaDevice};
 use crate::backend::cpu::ops::{gated_activation, rms_norm_rows, Rope};
@@ -340,6 +341,21 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let big_own = dev.define("QTC_SPLIT_BIG", 0) > 0 || dev.define("QTC_GEMM_MIN_BIG", 0) > 0;
     if dev.define("QTC", 0) == 1 && big_own {
         cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
+    }
+    // QTC_WT_ALT: a matrix (below QTC_BIG_ROWS) whose M = 1 rows take the `_alt` entries on this
+    // device ([`one_token_wt`]), checked bit for bit against the other token counts.
+    let (wt, alt) = (dev.define("QTC_WT", 2).max(1), dev.define("QTC_WT_ALT", 0));
+    let sms = dev.info().sm_count.max(1) as u32;
+    if dev.define("QTC", 0) == 1 && alt > 0 {
+        let tiles = (sms + 1..=alt * sms)
+            .rev()
+            .find(|&t| one_token_wt(t, sms, wt, alt) == alt && (16 * t as usize) < big);
+        if let Some(t) = tiles {
+            cases.extend([
+                (DType::BF16, 256usize, 16 * t as usize),
+                (DType::Q8_0, 256, 16 * t as usize),
+            ]);
+        }
     }
     for (dtype, k, r) in cases {
         let wb = random_weights(rng, dtype, r, k);
