@@ -90,7 +90,7 @@
 #define QTC_Q8_DB_BIG QTC_DB_BIG
 #endif
 // QTC_DB for the Q8_0 one-token entry `linear_tc_q8_0_n1` alone: its units are 16 bytes a lane,
-// so without double buffering a warp has QTC_Q8_UNROLL x QTC_WT x 16 bytes a lane in flight (64
+// so without double buffering a warp has QTC_Q8_UNROLL x WT (row tiles) x 16 bytes a lane in flight (64
 // at the H200 defaults) and walks its slice in round trips (q/o [4096, 4096] at M = 1: 9.7 us,
 // 1.7 TB/s, run 52). Loads only: no bits change. Off: run 99 on the H200 found it slower (q/o
 // 9.6 -> 10.8 us, qkv 13.2 -> 19.0, Q8_0 decode bs=1 271.1 -> 254.8 tok/s).

@@ -35,8 +35,9 @@ pub(super) const SMEM_MAX: u32 = 227 << 10;
 /// Q|K|V (384 tiles) takes 3 (128 blocks, 3 tiles an SM, against 192 blocks of 2, 4 on the 60
 /// SMs that get two); q/o and down (256 tiles) keep 2 (128 blocks against 86 of 3).
 pub fn one_token_wt(tiles: u32, sms: u32, wt: u32, alt: u32) -> u32 {
+    let wt = wt.max(1);
     let busiest = |w: u32| tiles.div_ceil(w).div_ceil(sms.max(1)) * w;
-    if alt > 0 && busiest(alt) < busiest(wt.max(1)) {
+    if alt > 0 && busiest(alt) < busiest(wt) {
         alt
     } else {
         wt
@@ -195,7 +196,8 @@ impl CudaDevice {
 
     /// `y = x W^T (+ bias)` on the tensor-core kernels for a [`WeightLayout::Tc`] matrix: `x`
     /// `[m, k]` f32, outputs as [`CudaDevice::linear_split`] (already checked by it). Blocks take
-    /// QTC_WT tiles of 16 rows and up to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
+    /// QTC_WT tiles of 16 rows (up to 8 tokens QTC_WT_ALT where [`one_token_wt`] picks it) and up
+    /// to 8, 16 or 32 tokens (the `_n1`, `_n2`, `_n4` entries, which
     /// compute each row identically); QTC_SPLIT warps per block. `epi`: where a split-K form
     /// runs, its reduce computes that epilogue instead of storing the outputs as they are (see
     /// [`CudaDevice::sk_reduce`]); returns whether it did. Errors: a launch failure.
@@ -630,8 +632,12 @@ mod tests {
         assert_eq!(one_token_wt(256, 132, 2, 3), 2);
         assert_eq!(one_token_wt(8016, 132, 2, 3), 2);
         assert_eq!(one_token_wt(384, 132, 2, 0), 2);
-        // Equal load keeps QTC_WT: 264 tiles, one block of 2 an SM against 88 of 3.
+        // 264 tiles: one block of 2 an SM (2 tiles) against 88 of 3 (3 tiles) keeps QTC_WT; so
+        // does a tie (600 tiles: 3 blocks of 2 or 2 of 3 on the busiest SM, 6 tiles either way).
         assert_eq!(one_token_wt(264, 132, 2, 3), 2);
+        assert_eq!(one_token_wt(600, 132, 2, 3), 2);
+        // Fewer tiles a block can win too (QTC_WT_ALT = 1: 100 tiles, 1 an SM against 2).
+        assert_eq!(one_token_wt(100, 132, 2, 1), 1);
         // The self-check's matrix: 3 tiles for each of 132 SMs.
         assert_eq!(one_token_wt(3 * 132, 132, 2, 3), 3);
     }

@@ -346,8 +346,8 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     // device ([`one_token_wt`]), checked bit for bit against the other token counts.
     let (wt, alt) = (dev.define("QTC_WT", 2).max(1), dev.define("QTC_WT_ALT", 0));
     let sms = dev.info().sm_count.max(1) as u32;
-    if dev.define("QTC", 0) == 1 && alt > 0 {
-        let tiles = (sms + 1..=alt * sms)
+    if dev.define("QTC", 0) == 1 && alt > 0 && alt != wt {
+        let tiles = (1..=alt.max(wt) * sms)
             .rev()
             .find(|&t| one_token_wt(t, sms, wt, alt) == alt && (16 * t as usize) < big);
         if let Some(t) = tiles {
