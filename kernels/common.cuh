@@ -484,6 +484,37 @@ __device__ __forceinline__ T slice_sum(const float* part, size_t mr, size_t off,
     return v;
 }
 
+// One element group of each split-K reduce, shared by the reduce kernels (splitk_reduce.cu) and
+// the reduce inside the wgmma split-K form (linear_tck.cu, TCK_FUSE), so both give the same bits.
+// Rows `row` .. `row` + 3 of token m: the slices' sums (`slice_sum`), then the bias (null: none),
+// stored to the output of y / y1 / y2 that holds them (R0 rows, R1 rows, the rest; all multiples
+// of 4). `mr` = M R.
+template <bool CG = false>
+__device__ __forceinline__ void reduce4_store(const float* part, const float* bias, float* y, float* y1, float* y2,
+                                              int R0, int R1, int R, size_t mr, int m, int row, int slices) {
+    float4 v = slice_sum<float4, CG>(part, mr, (size_t)m * R + row, slices);
+    if (bias) v = add_rn(v, *reinterpret_cast<const float4*>(bias + row));
+    float* dst = row < R0        ? y + (size_t)m * R0 + row
+                 : row < R0 + R1 ? y1 + (size_t)m * R1 + (row - R0)
+                                 : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
+    *reinterpret_cast<float4*>(dst) = v;
+}
+// Of a gate|up matrix (R = 2 I rows, `mr` = M R): gate rows j .. j + 3 and the up rows I below
+// them, each as reduce4_store sums them, then out[m, j ..] = SwiGLU(gate, up) (act.cu's
+// swiglu_f32). out: [M, I] f32.
+template <bool CG = false>
+__device__ __forceinline__ void reduce_swiglu4_store(const float* part, const float* bias, float* out, int I,
+                                                     size_t mr, int m, int j, int slices) {
+    const size_t g0 = (size_t)m * 2 * I + j;
+    float4 g = slice_sum<float4, CG>(part, mr, g0, slices), u = slice_sum<float4, CG>(part, mr, g0 + I, slices);
+    if (bias) {
+        g = add_rn(g, *reinterpret_cast<const float4*>(bias + j));
+        u = add_rn(u, *reinterpret_cast<const float4*>(bias + I + j));
+    }
+    *reinterpret_cast<float4*>(out + (size_t)m * I + j) =
+        make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
+}
+
 // ---- Hopper's warpgroup MMA and bulk copies (linear_tcw.cu, linear_tck.cu; sm_90a only) ----
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TCW_HAVE_WGMMA 1

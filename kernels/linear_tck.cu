@@ -129,23 +129,8 @@ __device__ __noinline__ void tck_fused_reduce(const float* part, const float* bi
     for (int c = wt; c < 16 * ntok; c += 128) {
         const int m = m0 + (c >> 4), r = 64 * key + 4 * (c & 15);
         if (m >= M || r >= (fuse == 2 ? I : R)) continue;
-        if (fuse == 2) {
-            const size_t g0 = (size_t)m * R + r;
-            float4 g = slice_sum<float4, true>(part, mr, g0, slices), u = slice_sum<float4, true>(part, mr, g0 + I, slices);
-            if (bias) {
-                g = add_rn(g, *reinterpret_cast<const float4*>(bias + r));
-                u = add_rn(u, *reinterpret_cast<const float4*>(bias + I + r));
-            }
-            *reinterpret_cast<float4*>(y + (size_t)m * I + r) =
-                make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
-        } else {
-            float4 v = slice_sum<float4, true>(part, mr, (size_t)m * R + r, slices);
-            if (bias) v = add_rn(v, *reinterpret_cast<const float4*>(bias + r));
-            float* dst = r < R0        ? y + (size_t)m * R0 + r
-                         : r < R0 + R1 ? y1 + (size_t)m * R1 + (r - R0)
-                                       : y2 + (size_t)m * (R - R0 - R1) + (r - R0 - R1);
-            *reinterpret_cast<float4*>(dst) = v;
-        }
+        if (fuse == 2) reduce_swiglu4_store<true>(part, bias, y, I, mr, m, r, slices);
+        else reduce4_store<true>(part, bias, y, y1, y2, R0, R1, R, mr, m, r, slices);
     }
 }
 #endif

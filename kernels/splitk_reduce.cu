@@ -24,13 +24,7 @@ extern "C" __global__ void linear_tcs_reduce4(const float* part, const float* bi
     pdl_entry();
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, mr = (size_t)M * R;
     if (i >= mr) return;
-    const int m = (int)(i / R), row = (int)(i % R);
-    float4 v = slice_sum<float4>(part, mr, i, slices);
-    if (bias) v = add_rn(v, *reinterpret_cast<const float4*>(bias + row));
-    float* dst = row < R0        ? y + (size_t)m * R0 + row
-                 : row < R0 + R1 ? y1 + (size_t)m * R1 + (row - R0)
-                                 : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
-    *reinterpret_cast<float4*>(dst) = v;
+    reduce4_store(part, bias, y, y1, y2, R0, R1, R, mr, (int)(i / R), (int)(i % R), slices);
 }
 
 // linear_tcs_reduce4 of a gate|up matrix (R = 2 I rows: gate rows 0 .. I, up rows I .. 2I)
@@ -43,13 +37,5 @@ extern "C" __global__ void linear_tcs_reduce_swiglu(const float* part, const flo
     pdl_entry();
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, mi = (size_t)M * I;
     if (i >= mi) return;
-    const int m = (int)(i / I), j = (int)(i % I);
-    const size_t mr = mi * 2, g0 = (size_t)m * 2 * I + j;
-    float4 g = slice_sum<float4>(part, mr, g0, slices), u = slice_sum<float4>(part, mr, g0 + I, slices);
-    if (bias) {
-        g = add_rn(g, *reinterpret_cast<const float4*>(bias + j));
-        u = add_rn(u, *reinterpret_cast<const float4*>(bias + I + j));
-    }
-    *reinterpret_cast<float4*>(out + i) =
-        make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
+    reduce_swiglu4_store(part, bias, out, I, mi * 2, (int)(i / I), (int)(i % I), slices);
 }
