@@ -10,7 +10,7 @@
 # 1. Self-check with QTC_WT_ALT = 3.
 # 2. Kernel table at M = 1, Q8_0 and BF16, q/o, qkv, down: QTC_WT 2 / 3 / 4 (every matrix) and
 #    QTC_WT_ALT = 3.
-# 3. Nsight Compute at M = 1 (shipped defaults): Q8_0 and BF16 q/o and gate+up, stall reasons.
+# 3. Nsight Compute at M = 1 (shipped defaults): Q8_0, BF16 and Q4_K q/o and gate+up, stall reasons.
 # 4. Decode bs=1, depth 128, 128 new tokens, N = 3: Q8_0 and BF16, QTC_WT_ALT 0 / 3.
 # Prediction: qkv at M = 1 from 13.2 to about 10 us (Q8_0): Q8_0 bs=1 +2-3% (271 -> 277-279).
 # Usage: h200_run103.sh MEMRA OUT_DIR (about 5 minutes)
@@ -34,16 +34,17 @@ grep -E "defines|^linear |rror" "$O/kbench-wt.txt" | awk '/defines/ { h = "=="; 
 # entries of the shipped defaults, cold L2. Long-scoreboard stalls dominating with DRAM well
 # under its peak = too few bytes in flight a warp between round trips; barrier/MIO = the
 # slices' reduce; an issue-active figure near 100% = instruction-bound (the int8 -> bf16
-# conversion and the x parts). Both formats, to compare the same kernel with half the bytes.
+# conversion and the x parts). Q8_0 and BF16 compare the same kernel with half the bytes; Q4_K
+# (exact integers, the lane kernel `linear_q4_k_r_m1`, 37% of copy bandwidth) is target 2's other half.
 M='gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active'
 for st in long_scoreboard wait barrier lg_throttle mio_throttle short_scoreboard math_pipe_throttle not_selected no_instruction; do
   M="$M,smsp__average_warps_issue_stalled_${st}_per_issue_active.ratio"
 done
-for fmt in q8_0 bf16; do
+for fmt in q8_0 bf16 q4_k; do
   for shape in q/o gate+up; do
     f=$fmt-$(echo $shape | tr /+ __)
     step "ncu, one-token entry at M = 1, $fmt $shape"
-    timeout 90 ncu --clock-control none -k regex:linear_tc_ --launch-skip 6 --launch-count 1 --metrics "$M" \
+    timeout 90 ncu --clock-control none -k regex:'linear_(tc|q4_k)' --launch-skip 6 --launch-count 1 --metrics "$M" \
       $B probe --bench-kernels --kernel-tokens 1 --kernel-dtypes $fmt --kernel-shapes $shape \
       > /tmp/ncu-$f.txt 2>&1
     grep -E "^  [a-z_]+.*\(|gpu__time|dram__|issue_active|warps_active|stalled|ERROR" /tmp/ncu-$f.txt \
