@@ -15,6 +15,8 @@ pub use serve::ServeConfig;
 
 /// The source of a value nobody set.
 pub const BUILT_IN: &str = "built-in default";
+/// Help heading of the serve-only flags (hidden from the help of commands that refuse them).
+pub const SERVE_HEADING: &str = "Serve options (memra serve)";
 
 /// Settings shared by every subcommand.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -250,50 +252,50 @@ pub struct ConfigArgs {
     #[arg(long, global = true)]
     pub prefill_chunk: Option<usize>,
     /// serve: address to bind [default: 127.0.0.1].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub host: Option<String>,
     /// serve: port to bind, 0 = any free port [default: 8000].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub port: Option<u16>,
     /// serve: most tokens per engine step [default: 512].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub max_batch_tokens: Option<usize>,
     /// serve: most sequences running at once [default: 64].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub max_running: Option<usize>,
     /// serve: most requests waiting before 429 [default: 256].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub queue_capacity: Option<usize>,
     /// serve: context length, 0 = the model's own capped by the KV cache [default: 0].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub context_len: Option<usize>,
     /// serve: bearer key required on the API routes [default: none].
     #[arg(
         long,
         global = true,
-        help_heading = "Serve options (memra serve)",
+        help_heading = SERVE_HEADING,
         env = "MEMRA_API_KEY",
         hide_env_values = true
     )]
     pub api_key: Option<String>,
     /// serve: keyring file (sha256 of each key, its tenant and concurrency cap) [default: none].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub keyring: Option<PathBuf>,
     /// serve: draft model for speculative decoding with method "draft" [default: none].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub draft_model: Option<String>,
     /// serve: speculation for requests without the `speculative` extension: off, ngram[:N],
     /// layerskip:L or draft; the policy still decides each step [default: ngram].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub speculative: Option<String>,
     /// serve: most draft tokens per verify for --speculative (1..=16) [default: 4].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub speculative_k: Option<usize>,
     /// serve: seconds between SSE keep-alive comments [default: 10].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub keepalive_secs: Option<u64>,
     /// serve: seconds in-flight requests get to finish after SIGTERM [default: 30].
-    #[arg(long, global = true, help_heading = "Serve options (memra serve)")]
+    #[arg(long, global = true, help_heading = SERVE_HEADING)]
     pub drain_secs: Option<u64>,
 }
 

@@ -14,7 +14,7 @@ mod serve;
 mod synth;
 mod tune;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::ConfigArgs;
 
 /// memra: an LLM inference engine whose fast paths are gated against plain decode.
@@ -81,7 +81,10 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command_with_help_per_subcommand().get_matches()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let serve_flags = cli.config.serve_flags();
     if !serve_flags.is_empty() && !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         let (verb, noun, pron) = if serve_flags.len() == 1 {
@@ -134,6 +137,29 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, with the serve-only flags (global, so that `bench serve` can pass them to
+/// its `memra serve` child) left out of the help of the commands that refuse them: each of those
+/// gets a hidden copy, which clap's propagation of global arguments then leaves in place.
+fn command_with_help_per_subcommand() -> clap::Command {
+    let mut cmd = Cli::command();
+    let serve_only: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.get_help_heading() == Some(config::SERVE_HEADING))
+        .cloned()
+        .collect();
+    let others: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "serve" && n != "bench")
+        .collect();
+    for name in others {
+        cmd = cmd.mut_subcommand(name, |sc| {
+            sc.args(serve_only.iter().map(|a| a.clone().hide(true)))
+        });
+    }
+    cmd
 }
 
 fn rayon_threads(n: usize) -> anyhow::Result<()> {

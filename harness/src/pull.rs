@@ -17,8 +17,10 @@ pub use catalog::Catalog;
 /// Arguments of `memra pull`.
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// Model to fetch: a catalog name (see --list), hf:owner/repo[@revision][:file], a .gguf
-    /// file or an HF checkpoint directory. Prints the local path on stdout.
+    /// Model to fetch: a catalog name (see --list), hf:owner/repo[@revision][:file],
+    /// synth:SHAPE:DTYPE[:SEED], a .gguf file or an HF checkpoint directory (a local model is
+    /// loaded as `memra run` would, so a malformed file is an error naming the file and field).
+    /// Prints the local path on stdout.
     #[arg(required_unless_present = "list")]
     pub spec: Option<String>,
     /// Print the catalog with sizes and whether each model is cached, and exit.
@@ -47,6 +49,11 @@ pub fn run(args: &PullArgs, cfg: &Config) -> Result<()> {
         .as_deref()
         .expect("clap requires spec without --list");
     let path = resolve_with(spec, cfg, &catalog)?;
+    if Path::new(spec).exists() {
+        // A local model has no checksum to verify: check it by loading it (weights are mapped,
+        // not read), so `pull` fails where `run` and `serve` would.
+        memra_engine::loader::load(&path)?;
+    }
     println!("{}", path.display());
     Ok(())
 }

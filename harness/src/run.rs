@@ -23,8 +23,10 @@ pub struct RunArgs {
     /// System message (with --chat).
     #[arg(long)]
     pub system: Option<String>,
-    /// Tokens to generate at most.
-    #[arg(long, default_value_t = 128)]
+    /// Tokens to generate at most (at least 1; the prompt plus these must fit the model's
+    /// context and the KV cache).
+    #[arg(long, default_value_t = 128,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_tokens: usize,
     /// Sampling temperature; 0 = greedy.
     #[arg(long, default_value_t = 0.7)]
@@ -79,6 +81,9 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
     if args.k.is_some() && args.spec.is_none() {
         anyhow::bail!("--k sets the draft length of --spec; give --spec too");
     }
+    if args.system.is_some() && !args.chat {
+        anyhow::bail!("--system is a message of the chat template; give --chat too");
+    }
     let path = crate::pull::resolve(&args.model, cfg)?;
     let loaded = memra_engine::loader::load(&path)?;
     let tk = &loaded.tokenizer;
@@ -106,7 +111,13 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         seed: args.seed,
     };
     params.validate()?;
-    let mut engine = make_engine(&loaded, cfg)?;
+    let context = loaded.model.config.max_context;
+    check_room(
+        prompt.len(),
+        args.max_tokens,
+        context,
+        "the model's context",
+    )?;
     let req = GenerateRequest {
         prompt: prompt.clone(),
         params,
@@ -135,6 +146,14 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         };
         return run_speculative(&loaded, draft.as_ref(), cfg, &req, sp);
     }
+    let mut engine = make_engine(&loaded, cfg)?;
+    let kv = engine.blocks.num_blocks() * engine.blocks.block_size();
+    check_room(
+        prompt.len(),
+        args.max_tokens,
+        kv,
+        "the KV cache (--kv-cache-mib)",
+    )?;
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
     let mut printed = String::new();
@@ -189,6 +208,25 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         if !same {
             anyhow::bail!("prefill and token-by-token decode disagree");
         }
+    }
+    Ok(())
+}
+
+/// Refuses a generation whose prompt plus `max_tokens` does not fit `room` positions (the last
+/// generated token needs no KV slot, but the server counts it too: prompt + max_tokens ≤ the
+/// context, as OpenAI's API and vLLM do).
+fn check_room(prompt: usize, max_tokens: usize, room: usize, what: &str) -> Result<()> {
+    if prompt >= room {
+        anyhow::bail!(
+            "the prompt has {prompt} tokens but {what} holds {room}: no room to generate"
+        );
+    }
+    if prompt + max_tokens > room {
+        anyhow::bail!(
+            "--max-tokens {max_tokens} with a prompt of {prompt} tokens does not fit {what} of \
+             {room} tokens: at most {} can be generated",
+            room - prompt
+        );
     }
     Ok(())
 }

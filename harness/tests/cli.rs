@@ -24,6 +24,17 @@ fn serve_flags_on_other_commands_are_refused() {
     assert!(e.contains("--host, --drain-secs are"), "{e}");
     let out = ok(memra(&["serve", "--print-config", "--port", "9001"]));
     assert!(stdout(&out).contains("port = 9001"), "{}", stdout(&out));
+    // ... and the help of a command that refuses them does not list them.
+    let help = stdout(&ok(memra(&["run", "--help"])));
+    assert!(
+        !help.contains("--port") && !help.contains("Serve options"),
+        "{help}"
+    );
+    let help = stdout(&ok(memra(&["serve", "--help"])));
+    assert!(
+        help.contains("--port") && help.contains("Serve options"),
+        "{help}"
+    );
 }
 
 /// `memra tune` refuses what it cannot sweep before measuring anything.
@@ -163,6 +174,58 @@ fn run_k_without_spec_is_refused() {
         "8",
     ]));
     assert!(e.contains("--k sets the draft length of --spec"), "{e}");
+    let e = failed(memra(&[
+        "run",
+        "no-such-model",
+        "--prompt",
+        "hi",
+        "--system",
+        "s",
+    ]));
+    assert!(
+        e.contains("--system is a message of the chat template; give --chat too"),
+        "{e}"
+    );
+    let e = failed(memra(&[
+        "run",
+        "no-such-model",
+        "--prompt",
+        "hi",
+        "--max-tokens",
+        "0",
+    ]));
+    assert!(e.contains("--max-tokens"), "{e}");
+}
+
+/// `memra run` refuses, before generating, a --max-tokens that the model's context or the KV
+/// cache cannot hold, saying how many tokens fit (as the server does).
+#[test]
+fn run_refuses_more_tokens_than_fit() {
+    let model = smol_path();
+    let run = |extra: &[&str]| {
+        let base = [
+            "--backend",
+            "cpu",
+            "run",
+            &model,
+            "--prompt",
+            "Hi",
+            "--no-check",
+        ];
+        failed(memra(&[&base[..], extra].concat()))
+    };
+    let e = run(&["--max-tokens", "9000"]);
+    assert!(
+        e.contains(
+            "does not fit the model's context of 8192 tokens: at most 8191 can be generated"
+        ),
+        "{e}"
+    );
+    let e = run(&["--max-tokens", "900", "--kv-cache-mib", "4"]);
+    assert!(
+        e.contains("does not fit the KV cache (--kv-cache-mib) of 80 tokens: at most 79"),
+        "{e}"
+    );
 }
 
 /// `memra run --spec` on the real SmolLM2 (CPU): n-gram, layer-skip and draft-model drafting

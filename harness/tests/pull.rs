@@ -630,12 +630,39 @@ fn local_paths_are_accepted_and_unknown_names_listed() {
             spec,
         ])
     };
-    let gguf = t.join("m.gguf");
-    std::fs::write(&gguf, b"GGUF").unwrap();
+    // Real (tiny, random-weight) models in both formats are accepted as they are.
+    let synth = |format: &str, out: &Path| {
+        ok(memra(&[
+            "synth",
+            "--shape",
+            "tiny-llama",
+            "--format",
+            format,
+            "--out",
+            out.to_str().unwrap(),
+        ]))
+    };
+    synth("gguf", &t.join("g"));
+    let gguf = t.join("g").join("tiny-llama-bf16.gguf");
     assert_eq!(
         stdout(&ok(pull(gguf.to_str().unwrap()))),
         gguf.to_str().unwrap()
     );
+    let real = t.join("s");
+    synth("safetensors", &real);
+    assert_eq!(
+        stdout(&ok(pull(real.to_str().unwrap()))),
+        real.to_str().unwrap()
+    );
+    // A local model is checked by loading it: a bad file fails as `run` would, naming the file.
+    let junk = t.join("m.gguf");
+    std::fs::write(&junk, b"GGUF").unwrap();
+    let err = failed(pull(junk.to_str().unwrap()));
+    assert!(err.contains(junk.to_str().unwrap()), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    std::fs::write(&junk, [7u8; 64]).unwrap();
+    let err = failed(pull(junk.to_str().unwrap()));
+    assert!(err.contains("not a GGUF file (bad magic)"), "{err}");
     let ckpt = t.join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
     let err = failed(pull(ckpt.to_str().unwrap()));
@@ -644,10 +671,8 @@ fn local_paths_are_accepted_and_unknown_names_listed() {
         "{err}"
     );
     std::fs::write(ckpt.join("config.json"), b"{}").unwrap();
-    assert_eq!(
-        stdout(&ok(pull(ckpt.to_str().unwrap()))),
-        ckpt.to_str().unwrap()
-    );
+    let err = failed(pull(ckpt.to_str().unwrap()));
+    assert!(err.contains("config.json"), "{err}");
     let txt = t.join("notes.txt");
     std::fs::write(&txt, b"hi").unwrap();
     let err = failed(pull(txt.to_str().unwrap()));

@@ -348,6 +348,16 @@ fn logprobs_shape() {
     assert!(tops
         .iter()
         .all(|t| t.as_object().unwrap().len() <= 2 && !t.as_object().unwrap().is_empty()));
+    // Each entry by rank, most likely first, as OpenAI lists them; greedy takes the first.
+    for (t, tok) in tops.iter().zip(lp["tokens"].as_array().unwrap()) {
+        let t = t.as_object().unwrap();
+        let vals: Vec<f64> = t.values().map(|x| x.as_f64().unwrap()).collect();
+        assert!(vals.windows(2).all(|w| w[0] >= w[1]), "by rank: {t:?}");
+        assert_eq!(
+            Some(tok.as_str().unwrap()),
+            t.keys().next().map(String::as_str)
+        );
+    }
     let off: Vec<u64> = lp["text_offset"]
         .as_array()
         .unwrap()
@@ -425,6 +435,15 @@ fn invalid_requests_are_4xx_naming_the_parameter() {
         &json!({"messages": [{"role": "user", "content": null}]}),
     );
     assert_error(c, &v, 400, Some("messages[0].content"));
+    // Empty content is a message like any other (OpenAI and vLLM take it): the chat template
+    // still gives a prompt.
+    for empty in [json!(""), json!([])] {
+        let (c, v) = s.post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": empty}], "max_tokens": 2}),
+        );
+        assert_eq!(c, 200, "{empty}: {v}");
+    }
     let (c, v) = s.post(
         "/v1/chat/completions",
         &json!({"messages": [{"role": "user",
@@ -673,6 +692,7 @@ fn speculative_extension_changes_nothing_but_reports_counts() {
         json!({"method": "ngram", "k": 0}),
         json!(7),
         json!({"method": "ngram", "x": 1}),
+        json!({"method": "layerskip:99"}),
     ] {
         let mut body = base.clone();
         body["speculative"] = bad.clone();

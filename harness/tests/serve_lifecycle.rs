@@ -238,6 +238,29 @@ fn print_config_shows_the_resolved_config_without_keys() {
         "unset optional keys are named: {text}"
     );
     assert!(text.contains("# backend \"auto\" resolves to "), "{text}");
+    let models_line = |t: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with("models = "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(models_line(&text).ends_with("# built-in default"), "{text}");
+    // --model over the file's models: the source says flag.
+    std::fs::write(&toml, "[serve]\nmodels = [\"a=gemma-3-270m\"]\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memra"))
+        .args([
+            "serve",
+            "--print-config",
+            "--config",
+            toml.to_str().unwrap(),
+        ])
+        .args(["--model", "smol=smollm2-135m-instruct"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = models_line(&text);
+    assert!(line.contains("smol=smollm2-135m-instruct"), "{text}");
+    assert!(line.ends_with("# flag"), "{line}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -46,6 +46,14 @@ pub struct SpecParams {
 }
 
 impl SpecParams {
+    /// The layers a `layerskip:L` drafter runs (L), or None for the other methods.
+    pub fn layer_skip(&self) -> Option<usize> {
+        match self.method {
+            SpecMethod::LayerSkip { layers } => Some(layers),
+            _ => None,
+        }
+    }
+
     /// Parses `ngram`, `ngram:N`, `layerskip:L`, `draft`; `k` is given separately.
     pub fn parse(method: &str, k: usize) -> Result<SpecParams, String> {
         if !(1..=16).contains(&k) {

@@ -116,10 +116,7 @@ impl Meta {
                 json!({
                     "tokens": items.iter().map(|i| i.token.as_str()).collect::<Vec<_>>(),
                     "token_logprobs": items.iter().map(|i| i.logprob).collect::<Vec<_>>(),
-                    "top_logprobs": items
-                        .iter()
-                        .map(|i| i.top.iter().map(|(t, lp)| (t.clone(), json!(lp))).collect::<serde_json::Map<_, _>>())
-                        .collect::<Vec<_>>(),
+                    "top_logprobs": items.iter().map(|i| ranked_map(&i.top)).collect::<Vec<_>>(),
                     "text_offset": items.iter().map(|i| base + i.text_offset).collect::<Vec<_>>(),
                 })
             }
@@ -140,5 +137,31 @@ impl Meta {
                 json!({"index": index, "text": text, "logprobs": lp, "finish_reason": finish})
             }
         }
+    }
+}
+
+/// A completions `top_logprobs` entry: token text to logprob, most likely first, as OpenAI and
+/// vLLM list them (serde_json's `preserve_order` keeps the insertion order). Two tokens with the
+/// same text keep the more likely one's logprob.
+fn ranked_map(top: &[(String, f64)]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (t, lp) in top {
+        m.entry(t.clone()).or_insert_with(|| json!(lp));
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn completions_top_logprobs_keep_rank_order() {
+        let top = vec![
+            (" Paris".to_string(), -0.25),
+            (" London".to_string(), -4.5),
+            (" Le".to_string(), -4.75),
+            (" Paris".to_string(), -6.0),
+        ];
+        let s = serde_json::to_string(&super::ranked_map(&top)).unwrap();
+        assert_eq!(s, r#"{" Paris":-0.25," London":-4.5," Le":-4.75}"#);
     }
 }

@@ -69,6 +69,8 @@ pub struct ModelEntry {
     pub metrics: Arc<Metrics>,
     /// Whether a draft model is loaded beside it (for `speculative.method = "draft"`).
     pub has_draft: bool,
+    /// Transformer layers of the model (`speculative.method = "layerskip:L"` needs L below it).
+    pub n_layers: usize,
     /// Speculation for requests without the extension (`serve.speculative`; None = off).
     pub default_spec: Option<memra_engine::spec::SpecParams>,
 }
@@ -165,6 +167,7 @@ pub fn run(args: &ServeArgs, cfg: &Config) -> Result<()> {
     let mut cfg = cfg.clone();
     if !args.models.is_empty() {
         cfg.serve.models = args.models.clone();
+        cfg.sources.insert("serve.models".into(), "flag".into());
     }
     if cfg.serve.models.is_empty() {
         cfg.serve.models = vec![DEFAULT_MODEL.to_string()];
@@ -238,6 +241,14 @@ fn load_models(
         let c = &loaded.model.config;
         let mut max_model_len = c.max_context.min(blocks * cfg.kv_block_size);
         if cfg.serve.context_len > 0 {
+            if cfg.serve.context_len > max_model_len {
+                tracing::warn!(
+                    model = alias.as_str(),
+                    context_len = cfg.serve.context_len,
+                    max_model_len,
+                    "context_len is above what the model and its KV cache hold; serving {max_model_len}"
+                );
+            }
             max_model_len = max_model_len.min(cfg.serve.context_len);
         }
         let sc = SchedulerConfig {
@@ -259,6 +270,16 @@ fn load_models(
             None => None,
         };
         let has_draft = make_draft.is_some();
+        let default_spec = cfg.serve.default_spec().map_err(anyhow::Error::msg)?;
+        if let Some(layers) = default_spec.and_then(|s| s.layer_skip()) {
+            if layers >= c.n_layers {
+                bail!(
+                    "--speculative layerskip:{layers} drafts with {layers} layers; {alias} has {} \
+                     (use fewer)",
+                    c.n_layers
+                );
+            }
+        }
         let handle = SchedulerHandle::spawn_with_draft(make, make_draft, sc)
             .with_context(|| format!("starting the engine for {alias}"))?;
         tracing::info!(
@@ -280,7 +301,8 @@ fn load_models(
                 .unwrap_or(0),
             metrics: metrics.clone(),
             has_draft,
-            default_spec: cfg.serve.default_spec().map_err(anyhow::Error::msg)?,
+            n_layers: c.n_layers,
+            default_spec,
         }));
     }
     Ok(out)

@@ -101,6 +101,17 @@ fn options(
             "`speculative.method` \"draft\" needs a draft model: start the server with --draft-model",
         ));
     }
+    if let Some(layers) = opts.spec.and_then(|s| s.layer_skip()) {
+        if layers >= m.n_layers {
+            return Err(ApiError::invalid(
+                "speculative",
+                format!(
+                    "layerskip:{layers} drafts with {layers} layers; the model has {} (use fewer)",
+                    m.n_layers
+                ),
+            ));
+        }
+    }
     Ok(opts)
 }
 

@@ -404,12 +404,6 @@ pub fn chat_messages(msgs: &[Message]) -> Result<Value, ApiError> {
                 ))
             }
         };
-        if i + 1 == msgs.len() && content.is_empty() {
-            return Err(ApiError::invalid(
-                p("content"),
-                "the last message has empty content",
-            ));
-        }
         let mut msg = serde_json::json!({"role": role, "content": content});
         if let Some(n) = &m.name {
             msg["name"] = Value::String(n.clone());
@@ -597,8 +591,12 @@ mod tests {
         assert_eq!(v[1]["content"], "a\nb");
         let e = chat_messages(&m(serde_json::json!([{"role": "robot", "content": "x"}])));
         assert_eq!(param(e.unwrap_err()), "messages[0].role");
-        let e = chat_messages(&m(serde_json::json!([{"role": "user", "content": ""}])));
-        assert_eq!(param(e.unwrap_err()), "messages[0].content");
+        let v = chat_messages(&m(serde_json::json!([{"role": "user", "content": ""}])));
+        assert_eq!(
+            v.unwrap()[0]["content"],
+            "",
+            "empty content is a message (as OpenAI takes it)"
+        );
         let e = chat_messages(&m(serde_json::json!([{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "x"}}]}])));
         assert_eq!(param(e.unwrap_err()), "messages[0].content[0].type");
