@@ -15,6 +15,14 @@ pub use serve::ServeConfig;
 
 /// The source of a value nobody set.
 pub const BUILT_IN: &str = "built-in default";
+/// The environment variables that stand in for flags of [`ConfigArgs`] (clap's `env`).
+pub const ENV_VARS: [&str; 5] = [
+    "MEMRA_CONFIG",
+    "MEMRA_CACHE_DIR",
+    "HF_ENDPOINT",
+    "MEMRA_PYTHON",
+    "MEMRA_API_KEY",
+];
 /// Help heading of the serve-only flags (hidden from the help of commands that refuse them).
 pub const SERVE_HEADING: &str = "Serve options (memra serve)";
 
@@ -472,15 +480,22 @@ impl ConfigArgs {
         if let Some(v) = self.drain_secs {
             s.drain_secs = v;
         }
-        if s.max_batch_tokens == 0 || s.max_running == 0 || s.keepalive_secs == 0 {
-            anyhow::bail!(
-                "serve: max_batch_tokens, max_running and keepalive_secs must be positive"
-            );
+        // Each value error names its key and where the value came from (a file, a flag, ...).
+        let from = |key: &str| format!("{key} (from {})", c.source(key));
+        for (key, v) in [
+            ("serve.max_batch_tokens", c.serve.max_batch_tokens),
+            ("serve.max_running", c.serve.max_running),
+            ("serve.keepalive_secs", c.serve.keepalive_secs as usize),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{} must be positive (got 0)", from(key));
+            }
         }
         let spec = c.serve.default_spec().map_err(|e| {
             anyhow::anyhow!(
-                "serve.speculative / speculative_k ({}): {e}",
-                c.source("serve.speculative")
+                "{} / {}: {e}",
+                from("serve.speculative"),
+                from("serve.speculative_k")
             )
         })?;
         if spec.is_some_and(|p| p.method == memra_engine::spec::SpecMethod::DraftModel)
@@ -489,10 +504,20 @@ impl ConfigArgs {
             anyhow::bail!("serve.speculative = \"draft\" needs serve.draft_model (--draft-model)");
         }
         if !matches!(c.backend.as_str(), "cpu" | "cuda" | "auto") {
-            anyhow::bail!("backend must be cpu, cuda or auto (got {:?})", c.backend);
+            anyhow::bail!(
+                "{} must be cpu, cuda or auto (got {:?})",
+                from("backend"),
+                c.backend
+            );
         }
-        if c.kv_block_size == 0 || c.prefill_chunk == 0 || c.kv_cache_mib == 0 {
-            anyhow::bail!("kv_block_size, kv_cache_mib and prefill_chunk must be positive");
+        for (key, v) in [
+            ("kv_block_size", c.kv_block_size),
+            ("kv_cache_mib", c.kv_cache_mib),
+            ("prefill_chunk", c.prefill_chunk),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{} must be positive (got 0)", from(key));
+            }
         }
         if !matches!(c.kv_cache_dtype.as_str(), "f32" | "f16") {
             anyhow::bail!(
@@ -504,7 +529,8 @@ impl ConfigArgs {
         for (k, v) in &c.kernel_defines {
             if !KERNEL_DEFINES.contains(&k.as_str()) {
                 anyhow::bail!(
-                    "kernel_defines.{k}: unknown define; known defines are {KERNEL_DEFINES:?}"
+                    "{}: unknown define; known defines are {KERNEL_DEFINES:?}",
+                    from(&format!("kernel_defines.{k}"))
                 );
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
@@ -622,12 +648,15 @@ impl ConfigArgs {
         if let Err(e) = attn_shared_fits(tck) {
             anyhow::bail!("kernel_defines: {e}");
         }
-        if !(0.0..=1.0).contains(&c.spec_min_acceptance) || c.spec_max_running == 0 {
+        if !(0.0..=1.0).contains(&c.spec_min_acceptance) {
             anyhow::bail!(
-                "spec_min_acceptance must be in [0, 1] (got {}) and spec_max_running positive (got {})",
-                c.spec_min_acceptance,
-                c.spec_max_running
+                "{} must be in [0, 1] (got {})",
+                from("spec_min_acceptance"),
+                c.spec_min_acceptance
             );
+        }
+        if c.spec_max_running == 0 {
+            anyhow::bail!("{} must be positive (got 0)", from("spec_max_running"));
         }
         if c.cuda_graph_max_batch > 256 {
             anyhow::bail!(
@@ -644,24 +673,31 @@ impl ConfigArgs {
             );
         }
         if !(0.0..=16.0).contains(&c.spec_row_cost) {
-            anyhow::bail!("spec_row_cost must be in [0, 16] (got {})", c.spec_row_cost);
+            anyhow::bail!(
+                "{} must be in [0, 16] (got {})",
+                from("spec_row_cost"),
+                c.spec_row_cost
+            );
         }
         if !(1.0..=16.0).contains(&c.spec_verify_base) {
             anyhow::bail!(
-                "spec_verify_base must be in [1, 16] (got {})",
+                "{} must be in [1, 16] (got {})",
+                from("spec_verify_base"),
                 c.spec_verify_base
             );
         }
         if !(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0) {
             anyhow::bail!(
-                "gpu_memory_utilization must be in (0, 1] (got {})",
+                "{} must be in (0, 1] (got {})",
+                from("gpu_memory_utilization"),
                 c.gpu_memory_utilization
             );
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if c.threads > 4 * cores {
             anyhow::bail!(
-                "threads = {} is more than 4x this machine's {cores} cores; use 0 for one per core",
+                "{} = {} is more than 4x this machine's {cores} cores; use 0 for one per core",
+                from("threads"),
                 c.threads
             );
         }
@@ -673,7 +709,9 @@ impl ConfigArgs {
 fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
     let c: Config = toml::from_str(&text).map_err(|e| {
-        let hint = if e.to_string().contains("kernel_defines") {
+        // (An unknown key's message lists every known one, kernel_defines among them.)
+        let msg = e.to_string();
+        let hint = if msg.contains("kernel_defines") && !msg.contains("unknown field") {
             " (kernel_defines values are quoted integers, e.g. LIN_TOKENS = \"4\")"
         } else {
             ""

@@ -4,6 +4,7 @@ mod backends;
 mod bench;
 mod boards;
 mod config;
+mod dates;
 mod defaults;
 mod gate;
 mod probe;
@@ -81,10 +82,21 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // An environment variable set to "" (`MEMRA_CONFIG= memra ...`) means unset, as for most
+    // tools, rather than "a value is required" from clap.
+    for var in config::ENV_VARS {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            // Single-threaded here, before anything reads the environment.
+            std::env::remove_var(var);
+        }
+    }
     let cli = match Cli::from_arg_matches(&command_with_help_per_subcommand().get_matches()) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    if !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
+        die_quietly_on_a_closed_pipe();
+    }
     let serve_flags = cli.config.serve_flags();
     if !serve_flags.is_empty() && !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         let (verb, noun, pron) = if serve_flags.len() == 1 {
@@ -160,6 +172,18 @@ fn command_with_help_per_subcommand() -> clap::Command {
         });
     }
     cmd
+}
+
+/// Restores the default SIGPIPE action (the Rust runtime ignores it, so a write to a closed pipe
+/// makes `println!` panic): `memra pull --list | head -1` then ends quietly, as Unix tools do.
+/// Not for `serve` and `bench` (sockets, child processes), which handle write errors themselves.
+fn die_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to the default has no preconditions; it runs before
+    // any other thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn rayon_threads(n: usize) -> anyhow::Result<()> {

@@ -44,6 +44,12 @@ pub struct Converted {
 /// Runs `memra quantize`. Errors: an unreadable or malformed input (naming the file and the
 /// field), an existing output without --force, I/O.
 pub fn run(args: &QuantizeArgs, cfg: &crate::config::Config) -> Result<()> {
+    if args.output.is_dir() {
+        bail!(
+            "{} is a directory: OUTPUT names the .gguf file to write",
+            args.output.display()
+        );
+    }
     if args.output.exists() && !args.force {
         bail!(
             "{} exists (pass --force to overwrite it)",
@@ -210,5 +216,18 @@ mod tests {
         )
         .unwrap_err();
         assert!(format!("{e:#}").contains("--force"), "{e:#}");
+        // A directory as the output is refused before anything is written, --force or not.
+        let e = run(
+            &QuantizeArgs {
+                input: src_path.to_string_lossy().into(),
+                output: dir.path().to_path_buf(),
+                to: "q8_0".into(),
+                force: true,
+            },
+            &crate::config::Config::default(),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("is a directory"), "{e:#}");
+        assert!(!dir.path().with_extension("gguf.partial").exists());
     }
 }

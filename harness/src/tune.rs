@@ -138,24 +138,6 @@ fn tuned(
     }
 }
 
-/// Today's UTC date as YYYY-MM-DD (civil-from-days, H. Hinnant's "chrono-compatible low-level
-/// date algorithms").
-fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 /// Runs `memra tune`.
 pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if args.reps == 0 {
@@ -181,15 +163,24 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if !args.knobs.is_empty() && !args.what.iter().any(|w| w == "kernels") {
         bail!("--knobs names kernel defines: it needs --what kernels");
     }
-    if args.gates != "none" && !args.gates_dir.is_dir() {
-        bail!(
-            "gates directory {} not found: run from the repository root, pass --gates-dir, or \
-             --gates none",
-            args.gates_dir.display()
-        );
-    }
     let dev = crate::defaults::current_device(cfg)?;
     let cuda = crate::backends::use_cuda(cfg)?;
+    if args.gates != "none" {
+        if !args.gates_dir.is_dir() {
+            bail!(
+                "gates directory {} not found: run from the repository root, pass --gates-dir, or \
+                 --gates none",
+                args.gates_dir.display()
+            );
+        }
+        // The gates run after the sweep: a pattern that matches none would waste the sweep.
+        let lane = if cuda { "cuda" } else { "cpu" };
+        let (gates, _) = crate::gate::select(&args.gates_dir, Some(&args.gates), lane)?;
+        if gates.is_empty() {
+            let e = crate::gate::no_gates(lane, Some(&args.gates));
+            return Err(e.context("--gates (checked before the sweep)"));
+        }
+    }
     let cuda_only = args.what.iter().any(|w| w == "kernels" || w == "graphs");
     // The CUDA graph settings: with `--what graphs`, or `kernels` sweeping every define.
     let graphs = args.what.iter().any(|w| w == "graphs")
@@ -240,7 +231,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     }
     let provenance = Provenance {
         commit: env!("MEMRA_BUILD_COMMIT").into(),
-        date: today_utc(),
+        date: crate::dates::today_utc(),
         tool: "memra tune".into(),
         notes: format!(
             "model {model_name}; N = {reps} timed runs per candidate after one warm-up; {} new \

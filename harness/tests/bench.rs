@@ -233,6 +233,10 @@ fn serve_text_prompt_for_a_duration() {
         (Some("text"), Some(0.4))
     );
     assert!(p.get("requests").is_none());
+    assert!(
+        p.get("input_len").is_none(),
+        "a text prompt has no input_len: {p}"
+    );
     let requests = rows[0]["extra"]["requests"].as_u64().unwrap();
     assert!(requests >= 2, "two streams each sent at least one request");
     check_serve_level(&rows, requests, 6, 1);
@@ -594,6 +598,30 @@ fn impossible_cells_are_refused() {
             &["ttft", "--prompt-len", "9000"][..],
             "no --prompt-len fits",
         ),
+        // 64 sequences of 2,016 positions do not fit 16 MiB of KV cache: refused before the
+        // first cell is timed.
+        (
+            &[
+                "decode",
+                "--batch",
+                "1,64",
+                "--depth",
+                "2000",
+                "--new-tokens",
+                "16",
+            ][..],
+            "raise --kv-cache-mib",
+        ),
+        (
+            &["serve", "--input-len", "9000", "--concurrency", "1"][..],
+            "beyond the model's context",
+        ),
+        (
+            &["serve", "--input-len", "8", "--prompt-text", "hi"][..],
+            "--input-len",
+        ),
+        // Rows that could not be written would be lost: --out is checked first.
+        (&["decode", "--out", "."][..], "is a directory"),
     ] {
         let o = b.run(args);
         let err = String::from_utf8_lossy(&o.stderr);

@@ -43,6 +43,7 @@ fn tune_refuses_unknown_sweeps_and_missing_gates() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("t.toml");
     let nowhere = tmp.path().join("nowhere");
+    let gates_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gates");
     // `memra --backend cpu tune ARGS --out OUT`, which must fail: its stderr.
     let tune = |args: &[&str]| {
         let (head, tail): (&[&str], &[&str]) = (
@@ -79,6 +80,18 @@ fn tune_refuses_unknown_sweeps_and_missing_gates() {
         (
             &["--what", "prefill", "--reps", "0"][..],
             "--reps must be at least 1",
+        ),
+        // The gates run after the sweep: a pattern no gate matches is found before it.
+        (
+            &[
+                "--what",
+                "prefill",
+                "--gates",
+                "no-gate-is-named-this",
+                "--gates-dir",
+                gates_dir.to_str().unwrap(),
+            ][..],
+            "no gates of the cpu lane match \"no-gate-is-named-this\"",
         ),
     ] {
         let e = tune(args);
@@ -597,5 +610,98 @@ fn probe_on_the_cpu_reports_cores_and_bandwidth() {
     }
     if cores > 1 {
         assert!(copies[1].1.contains(&format!("{cores} threads")), "{text}");
+    }
+}
+
+/// A config file's bad value is named by its key and the file it came from; an empty
+/// MEMRA_CONFIG means unset (as for most tools), not "a value is required".
+#[test]
+fn config_errors_name_the_key_and_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("bad.toml");
+    let path = file.to_str().unwrap();
+    for (text, says) in [
+        ("backend = \"tpu\"\n", "backend (from config file"),
+        ("kv_cache_mib = 0\n", "kv_cache_mib (from config file"),
+        (
+            "[serve]\nmax_running = 0\n",
+            "serve.max_running (from config file",
+        ),
+        (
+            "[serve]\nspeculative_k = 99\n",
+            "serve.speculative_k (from config file",
+        ),
+        ("spec_row_cost = -1.0\n", "spec_row_cost (from config file"),
+        (
+            "[kernel_defines]\nLIN_TOKNS = \"4\"\n",
+            "kernel_defines.LIN_TOKNS (from config file",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let e = failed(memra(&["--config", path, "serve", "--print-config"]));
+        assert!(e.contains(says) && e.contains(path), "{text}: {e}");
+    }
+    // An unknown key gets no hint about kernel_defines' quoting.
+    std::fs::write(&file, "threds = 2\n").unwrap();
+    let e = failed(memra(&["--config", path, "serve", "--print-config"]));
+    assert!(
+        e.contains("threds") && !e.contains("quoted integers"),
+        "{e}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memra"))
+        .args(["serve", "--print-config"])
+        .env("MEMRA_CONFIG", "")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Output cut short by the reader (`| head -1`) ends the command quietly: no panic.
+#[test]
+fn a_closed_pipe_ends_output_quietly() {
+    let bin = env!("CARGO_BIN_EXE_memra");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        // The reader is gone before the first write (so the write must meet a closed pipe).
+        .arg(format!("(sleep 0.5; exec '{bin}' pull --list) | true"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{err}"
+    );
+}
+
+/// A gate that compares nothing cannot fail (DESIGN.md §3): it fails, in the gate arm and in
+/// the canary arm, rather than passing green.
+#[test]
+fn a_gate_that_compares_nothing_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gates = tmp.path().join("gates");
+    std::fs::create_dir(&gates).unwrap();
+    let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gates/prompts");
+    std::os::unix::fs::symlink(std::fs::canonicalize(real).unwrap(), gates.join("prompts"))
+        .unwrap();
+    std::fs::write(
+        gates.join("empty.toml"),
+        "[[gate]]\nname = \"chunked-prefill/empty\"\nkind = \"chunked_prefill\"\n\
+         model = \"smollm2-135m-instruct\"\nn_prompts = 0\nmax_tokens = 2\n\
+         chunk_sizes = [7]\nlevel = \"logit_bits\"\ncanary = \"shape_dependent_split\"\n",
+    )
+    .unwrap();
+    for canary in [false, true] {
+        let mut args = vec!["--backend", "cpu", "gate", "--lane", "cpu", "--gates-dir"];
+        args.push(gates.to_str().unwrap());
+        if canary {
+            args.push("--canary");
+        }
+        let out = memra(&args);
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(!out.status.success(), "canary {canary}: {text}");
+        assert!(
+            text.contains("EMPTY") && text.contains("compared nothing"),
+            "{text}"
+        );
     }
 }

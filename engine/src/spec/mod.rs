@@ -70,8 +70,11 @@ impl SpecParams {
         };
         let method = match name {
             "ngram" => match num(DEFAULT_NGRAM)? {
-                0 => {
-                    return Err("ngram:N needs N of at least 1 (the longest n-gram matched)".into())
+                n if n < MIN_NGRAM => {
+                    return Err(format!(
+                        "ngram:N needs N of at least {MIN_NGRAM} (the longest n-gram matched; \
+                         the drafter matches at least {MIN_NGRAM} tokens)"
+                    ))
                 }
                 max_n => SpecMethod::Ngram { max_n },
             },
@@ -321,9 +324,15 @@ mod tests {
             SpecParams::parse("ngram:5", 2).unwrap().method,
             SpecMethod::Ngram { max_n: 5 }
         );
-        assert!(SpecParams::parse("ngram:0", 4)
-            .unwrap_err()
-            .contains("at least 1"));
+        for short in ["ngram:0", "ngram:1"] {
+            assert!(SpecParams::parse(short, 4)
+                .unwrap_err()
+                .contains("at least 2"));
+        }
+        assert_eq!(
+            SpecParams::parse("ngram:2", 4).unwrap().method,
+            SpecMethod::Ngram { max_n: 2 }
+        );
         assert!(SpecParams::parse("ngram:x", 4)
             .unwrap_err()
             .contains("bad number"));

@@ -62,10 +62,11 @@ pub fn cell_flags(scenario: Scenario, p: &Value) -> Result<Vec<String>> {
             }
         }
         Scenario::Serve => {
-            add("--input-len", num("input_len")?);
             add("--new-tokens", num("new_tokens")?);
-            if let Some(t) = p["prompt_text"].as_str() {
-                add("--prompt-text", t.into());
+            // A text prompt or random tokens of input_len (older text rows carry an unused one).
+            match p["prompt_text"].as_str() {
+                Some(t) => add("--prompt-text", t.into()),
+                None => add("--input-len", num("input_len")?),
             }
             match text("mode")?.as_str() {
                 "closed" => add("--concurrency", num("concurrency")?),
@@ -239,7 +240,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             f.join(" "),
-            "serve --input-len 32 --new-tokens 8 --rate 2.5 --requests 12"
+            "serve --new-tokens 8 --input-len 32 --rate 2.5 --requests 12"
         );
         assert!(cell_flags(Scenario::Ttft, &json!({"prompt": 3})).is_err());
     }

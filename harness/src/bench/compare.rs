@@ -118,9 +118,12 @@ fn cell_args(base: &BenchArgs, scenario: Scenario, p: &Value) -> Result<BenchArg
             };
         }
         Scenario::Serve => {
-            a.load.input_len = usize_of(p, "input_len")?;
             a.new_tokens = usize_of(p, "new_tokens")?;
             a.load.prompt_text = p["prompt_text"].as_str().map(String::from);
+            // A text prompt's rows carry no input_len (older rows may: it was not used).
+            if a.load.prompt_text.is_none() {
+                a.load.input_len = usize_of(p, "input_len")?;
+            }
             match str_of(p, "mode")? {
                 "closed" => {
                     a.load.concurrency = Some(vec![usize_of(p, "concurrency")?]);

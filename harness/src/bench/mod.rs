@@ -128,8 +128,9 @@ pub struct BenchArgs {
     /// JSONL file the rows are appended to [default: research/tune-data/<device>.jsonl].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// decode: anchors measured in the same call on the same weights and cells (hf-eager,
-    /// gpt-fast, llama.cpp), written into each row's `anchor` with the ratio memra / anchor.
+    /// decode and ttft: anchors measured in the same call on the same weights and cells (decode:
+    /// hf-eager, gpt-fast, llama.cpp; ttft: llama.cpp), written into each row's `anchor` with
+    /// the ratio memra / anchor.
     #[arg(long, value_delimiter = ',')]
     pub vs: Vec<anchors::Anchor>,
     /// The llama-bench binary for `--vs llama.cpp`.
@@ -170,8 +171,8 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 128)]
     pub input_len: usize,
     /// serve: a fixed text prompt instead of random tokens (each request's copy is prefixed with
-    /// its number, so the prefix cache does not serve it).
-    #[arg(long)]
+    /// its number, so the prefix cache does not serve it); its rows carry no input_len.
+    #[arg(long, conflicts_with = "input_len")]
     pub prompt_text: Option<String>,
 }
 
@@ -342,6 +343,10 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
             PathBuf::from("research/tune-data").join(format!("{}.jsonl", ctx.env.device_slug())),
         ),
     };
+    if let Some(p) = &out {
+        // Before anything is measured: a path rows cannot be appended to would lose them all.
+        rows::check_appendable(p).with_context(|| format!("--out {}", p.display()))?;
+    }
     if let Some(reference) = &args.compare {
         return compare::run(args, &mut ctx, reference, out.as_deref());
     }
@@ -407,8 +412,8 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         }
         row.anchor = Some(all);
     }
-    rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     print!("{}", rows::table(&rows));
+    rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
     let failed = rows
         .iter()
         .filter_map(|r| r.anchor.as_ref()?.as_object())
@@ -562,6 +567,22 @@ fn decode(
     env: &rows::Env,
 ) -> Result<Vec<Row>> {
     let c = &loaded.model.config;
+    // Every cell's sequences must fit the KV cache at once (checked before the first is timed).
+    for &depth in &args.depth {
+        for &batch in &args.batch {
+            let need = batch * engine.blocks.blocks_for(depth + args.new_tokens);
+            if need > engine.blocks.num_blocks() {
+                bail!(
+                    "--batch {batch} at --depth {depth} with --new-tokens {} needs {need} KV \
+                     blocks of {} tokens; the KV cache has {}: raise --kv-cache-mib (CUDA: \
+                     --gpu-memory-utilization) or lower the batch or depth",
+                    args.new_tokens,
+                    engine.blocks.block_size(),
+                    engine.blocks.num_blocks()
+                );
+            }
+        }
+    }
     let mut rows = Vec::new();
     for &depth in &args.depth {
         for &batch in &args.batch {

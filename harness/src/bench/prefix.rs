@@ -18,7 +18,16 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
     let vocab = ctx.loaded.model.config.vocab_size;
     let mut sched = Sched::start(ctx, None)?;
     let mut rows = Vec::new();
+    let model_context = ctx.loaded.model.config.max_context;
     for &len in &args.prompt_len {
+        if model_context > 0 && len + 1 > model_context {
+            eprintln!(
+                "prefix: skipping the {len}-token prompt: with its first token it takes {} \
+                 positions, beyond the model's context of {model_context} tokens",
+                len + 1
+            );
+            continue;
+        }
         if args.suffix_len == 0 || args.suffix_len >= len {
             bail!("--suffix-len must be in 1..{len} (the prompt length)");
         }

@@ -252,6 +252,19 @@ impl Env {
 }
 
 /// Appends `rows` to `path` as JSON lines (creating the directory).
+/// Checks that rows can be appended to `path` (creating it, and its directory, if missing), so a
+/// bench finds out before it measures. Errors: a directory, or a file that cannot be opened for
+/// appending.
+pub fn check_appendable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!(
+            "{} is a directory; --out names a JSONL file",
+            path.display()
+        );
+    }
+    append(path, &[])
+}
+
 pub fn append(path: &Path, rows: &[Row]) -> Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;

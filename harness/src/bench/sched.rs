@@ -14,6 +14,8 @@ pub struct Sched {
     pub handle: SchedulerHandle,
     /// Prompt plus generated tokens per sequence (the model's context capped by the KV cache).
     pub max_context: usize,
+    /// Which limit `max_context` is, for the error of a request past it.
+    limit: &'static str,
     next_id: u64,
 }
 
@@ -55,12 +57,13 @@ impl Sched {
             Some(d) => Some(crate::run::backend_factory(&d.model, cfg)?.1),
             None => None,
         };
-        let max_context = ctx
-            .loaded
-            .model
-            .config
-            .max_context
-            .min(blocks * cfg.kv_block_size);
+        let model_context = ctx.loaded.model.config.max_context;
+        let max_context = model_context.min(blocks * cfg.kv_block_size);
+        let limit = if max_context < model_context {
+            "the KV cache holds (raise --kv-cache-mib or shorten)"
+        } else {
+            "the model's context"
+        };
         let handle = SchedulerHandle::spawn_with_draft(
             make,
             make_draft,
@@ -79,6 +82,7 @@ impl Sched {
         Ok(Sched {
             handle,
             max_context,
+            limit,
             next_id: 1,
         })
     }
@@ -94,9 +98,10 @@ impl Sched {
     ) -> Result<Timed> {
         if prompt.len() + max_tokens > self.max_context {
             bail!(
-                "{} prompt + {max_tokens} new tokens exceed the context of {} (raise --kv-cache-mib or shorten)",
+                "{} prompt + {max_tokens} new tokens exceed the {} positions {}",
                 prompt.len(),
-                self.max_context
+                self.max_context,
+                self.limit
             );
         }
         let (tx, rx) = std::sync::mpsc::channel();

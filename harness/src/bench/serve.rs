@@ -214,6 +214,15 @@ enum Level {
     Open(f64),
 }
 
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Level::Closed(c) => write!(f, "concurrency {c}"),
+            Level::Open(r) => write!(f, "rate {r}/s"),
+        }
+    }
+}
+
 /// How long a timed run goes on.
 #[derive(Debug, Clone, Copy)]
 enum Until {
@@ -353,6 +362,14 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
             bail!("--duration must be positive");
         }
     }
+    let context = ctx.loaded.model.config.max_context;
+    if args.load.prompt_text.is_none() && args.load.input_len + args.new_tokens > context {
+        bail!(
+            "--input-len {} plus --new-tokens {} is beyond the model's context of {context} tokens",
+            args.load.input_len,
+            args.new_tokens
+        );
+    }
     let levels = levels(args)?;
     let mut server = Server::start(ctx.cfg, &ctx.path)?;
     eprintln!("bench serve: memra serve ready at {}", server.base);
@@ -410,20 +427,21 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
         }
         if ttft.is_empty() {
             bail!(
-                "every request failed at {level:?}; the first: {}\n{}",
+                "every request failed at {level}; the first: {}\n{}",
                 first_error.unwrap_or_default(),
                 server.log_tail()
             );
         }
         if let Some(e) = &first_error {
             eprintln!(
-                "bench serve: {errors} of {requests} requests failed at {level:?}; the first: {e}"
+                "bench serve: {errors} of {requests} requests failed at {level}; the first: {e}"
             );
         }
-        let mut params = json!({"input_len": args.load.input_len, "new_tokens": args.new_tokens,
+        let mut params = json!({"new_tokens": args.new_tokens,
                                 "prompt": args.load.prompt_text.as_deref().map_or("random", |_| "text")});
-        if let Some(t) = &args.load.prompt_text {
-            params["prompt_text"] = json!(t);
+        match &args.load.prompt_text {
+            Some(t) => params["prompt_text"] = json!(t),
+            None => params["input_len"] = json!(args.load.input_len),
         }
         match level {
             Level::Closed(c) => {

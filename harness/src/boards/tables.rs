@@ -119,18 +119,7 @@ pub fn pct(f: f64) -> String {
 
 /// YYYY-MM-DD (UTC) of Unix seconds.
 pub fn date(t: f64) -> String {
-    let days = (t / 86400.0).floor() as i64;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    crate::dates::utc_date(t.floor() as i64)
 }
 
 /// A commit as git abbreviates it, keeping a suffix such as `+dirty` (a build from a tree with

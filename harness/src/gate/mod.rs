@@ -73,6 +73,36 @@ impl Outcome {
     }
 }
 
+/// The gates of `dir` whose names contain one of `only`'s `,`-separated patterns (all when None
+/// or empty), split into those of `lane` and those of other lanes only. Errors: an unreadable or
+/// malformed gate file. [`no_gates`] is the error for an empty first list (`memra tune` checks
+/// its `--gates` with both before it sweeps).
+pub fn select(
+    dir: &std::path::Path,
+    only: Option<&str>,
+    lane: &str,
+) -> Result<(Vec<GateSpec>, Vec<GateSpec>)> {
+    let (gates, other_lane): (Vec<GateSpec>, Vec<GateSpec>) = spec::load_dir(dir)?
+        .into_iter()
+        .filter(|g| {
+            only.is_none_or(|o| {
+                let mut pats = o.split(',').map(str::trim).filter(|p| !p.is_empty());
+                // An empty pattern (as before lists) matches every gate.
+                o.trim().is_empty() || pats.any(|p| g.name.contains(p))
+            })
+        })
+        .partition(|g| g.lanes.iter().any(|l| l == lane));
+    Ok((gates, other_lane))
+}
+
+/// The error for a selection with no gate of `lane`.
+pub fn no_gates(lane: &str, only: Option<&str>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no gates of the {lane} lane match{}",
+        only.map_or(String::new(), |o| format!(" {o:?}"))
+    )
+}
+
 /// Runs `memra gate`.
 pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
     match args.lane.as_str() {
@@ -89,27 +119,12 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         );
     }
     let repo = repo_root(&args.gates_dir)?;
-    let (gates, other_lane): (Vec<GateSpec>, Vec<GateSpec>) = spec::load_dir(&args.gates_dir)?
-        .into_iter()
-        .filter(|g| {
-            args.only.as_ref().is_none_or(|o| {
-                let mut pats = o.split(',').map(str::trim).filter(|p| !p.is_empty());
-                // An empty pattern (as before lists) matches every gate.
-                o.trim().is_empty() || pats.any(|p| g.name.contains(p))
-            })
-        })
-        .partition(|g| g.lanes.contains(&args.lane));
+    let (gates, other_lane) = select(&args.gates_dir, args.only.as_deref(), &args.lane)?;
     for g in &other_lane {
         eprintln!("skip {}: {} lane only", g.name, g.lanes.join(", "));
     }
     if gates.is_empty() {
-        bail!(
-            "no gates of the {} lane match{}",
-            args.lane,
-            args.only
-                .as_ref()
-                .map_or(String::new(), |o| format!(" {o:?}"))
-        );
+        return Err(no_gates(&args.lane, args.only.as_deref()));
     }
     let mut json = match &args.json {
         Some(p) => Some(
@@ -129,15 +144,32 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         let t0 = Instant::now();
         let result = run_one(g, cfg, &repo, args.canary, &mut cache);
         let secs = t0.elapsed().as_secs_f64();
-        let o = result.unwrap_or_else(|e| Outcome {
+        let errored = result.is_err();
+        let mut o = result.unwrap_or_else(|e| Outcome {
             green: false,
             compared: 0,
             diff: None,
             detail: format!("error: {e:#}"),
         });
-        // A canary must be red; a gate must be green.
-        let pass = o.green != args.canary;
-        let status = if o.green { "GREEN" } else { "RED" };
+        // A gate that compared nothing cannot fail (DESIGN.md §3): it fails, in either arm.
+        // (`compared` counts positions up to a first difference, so red at 0 is not empty.)
+        let empty = !errored && o.green && o.compared == 0;
+        if empty {
+            o.detail = format!(
+                "compared nothing, so it cannot fail: check the gate's prompts (n_prompts) and \
+                 variants ({})",
+                o.detail
+            );
+        }
+        // A canary must be red; a gate must be green; an error or an empty comparison fails
+        // either (a canary that cannot run has not shown that its gate catches anything).
+        let pass = !errored && !empty && o.green != args.canary;
+        let status = match (errored, empty, o.green) {
+            (true, _, _) => "ERROR",
+            (_, true, _) => "EMPTY",
+            (_, _, true) => "GREEN",
+            _ => "RED",
+        };
         println!(
             "{} {status:<5} {:<40} {}  ({secs:.1} s)",
             if pass { "ok  " } else { "FAIL" },
@@ -147,7 +179,7 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         if let Some(f) = json.as_mut() {
             let row = serde_json::json!({
                 "time": unix_now(), "commit": commit, "lane": args.lane,
-                "host_threads": rayon_threads(), "arm": arm, "gate": g.name,
+                "host_threads": rayon::current_num_threads(), "arm": arm, "gate": g.name,
                 "kind": format!("{:?}", g.kind), "model": g.model, "level": format!("{:?}", g.level),
                 "canary": format!("{:?}", g.canary), "status": status, "pass": pass,
                 "compared": o.compared, "seconds": secs, "detail": o.detail,
@@ -183,13 +215,6 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         bail!("{failed} gates are red");
     }
     Ok(())
-}
-
-/// The checked-out commit, when the repository is a git checkout.
-fn rayon_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
 
 fn finite(v: f32) -> Option<f32> {
