@@ -24,10 +24,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub system: Option<String>,
     /// Tokens to generate at most (at least 1; the prompt plus these must fit the model's
-    /// context and the KV cache).
-    #[arg(long, default_value_t = 128,
+    /// context and the KV cache) [default: 128, or what fits].
+    #[arg(long,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    pub max_tokens: usize,
+    pub max_tokens: Option<usize>,
     /// Sampling temperature; 0 = greedy.
     #[arg(long, default_value_t = 0.7)]
     pub temperature: f32,
@@ -70,6 +70,9 @@ pub struct RunArgs {
 
 pub use crate::backends::backend_factory;
 
+/// `memra run`'s --max-tokens when none is given (cut to what fits).
+const DEFAULT_MAX_TOKENS: usize = 128;
+
 /// A backend for `loaded` as the config asks.
 pub fn make_engine(loaded: &LoadedModel, cfg: &Config) -> Result<Engine> {
     let (_, make) = backend_factory(&loaded.model, cfg)?;
@@ -111,17 +114,26 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         seed: args.seed,
     };
     params.validate()?;
+    // The positions a generation may take: the model's context, capped by the KV cache (the
+    // factory's block count; on CUDA the weights it uploads are kept for the engine). As the
+    // server does, a --max-tokens that does not fit is refused and the default is cut to fit.
     let context = loaded.model.config.max_context;
-    check_room(
-        prompt.len(),
-        args.max_tokens,
-        context,
-        "the model's context",
-    )?;
+    let kv = backend_factory(&loaded.model, cfg)?.0 * cfg.kv_block_size;
+    let (room, what) = if kv < context {
+        (kv, "the KV cache (--kv-cache-mib)")
+    } else {
+        (context, "the model's context")
+    };
+    let max_tokens = args.max_tokens.unwrap_or_else(|| {
+        DEFAULT_MAX_TOKENS
+            .min(room.saturating_sub(prompt.len()))
+            .max(1)
+    });
+    check_room(prompt.len(), max_tokens, room, what)?;
     let req = GenerateRequest {
         prompt: prompt.clone(),
         params,
-        max_tokens: args.max_tokens,
+        max_tokens,
         stop_ids: if args.ignore_eos {
             vec![]
         } else {
@@ -147,13 +159,6 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         return run_speculative(&loaded, draft.as_ref(), cfg, &req, sp);
     }
     let mut engine = make_engine(&loaded, cfg)?;
-    let kv = engine.blocks.num_blocks() * engine.blocks.block_size();
-    check_room(
-        prompt.len(),
-        args.max_tokens,
-        kv,
-        "the KV cache (--kv-cache-mib)",
-    )?;
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
     let mut printed = String::new();

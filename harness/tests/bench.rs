@@ -116,6 +116,13 @@ fn decode_and_ttft_rows() {
         check_common(r, "ttft", 2);
         assert_eq!(r["unit"], "ms");
     }
+    // Params are written with sorted keys, as the committed rows are (their text is a cell's
+    // key for --compare and the boards).
+    let text = std::fs::read_to_string(b.path("t.jsonl")).unwrap();
+    assert!(
+        text.contains(r#""params":{"prefill_chunk":512,"prompt_len":16}"#),
+        "{text}"
+    );
 }
 
 /// Checks the three rows (throughput, TTFT, inter-token latency) of one serve level.
@@ -598,6 +605,10 @@ fn impossible_cells_are_refused() {
             &["ttft", "--prompt-len", "9000"][..],
             "no --prompt-len fits",
         ),
+        (
+            &["prefix", "--prompt-len", "9000"][..],
+            "no --prompt-len fits",
+        ),
         // 64 sequences of 2,016 positions do not fit 16 MiB of KV cache: refused before the
         // first cell is timed.
         (
@@ -614,7 +625,7 @@ fn impossible_cells_are_refused() {
         ),
         (
             &["serve", "--input-len", "9000", "--concurrency", "1"][..],
-            "beyond the model's context",
+            "beyond the context of 4096 tokens",
         ),
         (
             &["serve", "--input-len", "8", "--prompt-text", "hi"][..],

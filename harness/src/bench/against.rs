@@ -167,7 +167,7 @@ pub fn interleaved(
                 |theirs: &mut BTreeMap<_, (RefRow, Vec<f64>)>, ctx: &mut Ctx| -> Result<()> {
                     ctx.engine = None;
                     for r in run_other(bin, &flags, base, base.warmup, &tmp)? {
-                        let key = (r.scenario.clone(), r.params.to_string());
+                        let key = (r.scenario.clone(), super::rows::canonical(&r.params));
                         let median = r.median;
                         theirs.entry(key).or_insert((r, Vec::new())).1.push(median);
                     }
@@ -180,7 +180,10 @@ pub fn interleaved(
             one.reps = 1;
             one.warmup = base.warmup;
             for row in measure(*sc, &one, ctx)? {
-                let key = (row.scenario.to_string(), row.params.to_string());
+                let key = (
+                    row.scenario.to_string(),
+                    super::rows::canonical(&row.params),
+                );
                 let median = row.stats.median;
                 ours.entry(key).or_insert((row, Vec::new())).1.push(median);
             }

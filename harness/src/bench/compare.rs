@@ -172,7 +172,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
             skipped += 1;
             continue;
         }
-        let key = (r.scenario.clone(), r.params.to_string());
+        let key = (r.scenario.clone(), super::rows::canonical(&r.params));
         superseded += usize::from(cells.contains_key(&key));
         if cells.get(&key).is_none_or(|old| r.time >= old.time) {
             cells.insert(key, r);
@@ -246,7 +246,10 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         "new/ref".into(),
         "verdict".into(),
     ]];
-    let new_keys: Vec<String> = new_rows.iter().map(|n| n.params.to_string()).collect();
+    let new_keys: Vec<String> = new_rows
+        .iter()
+        .map(|n| super::rows::canonical(&n.params))
+        .collect();
     let (mut regressed, mut missing) = (0, 0);
     for ((scenario, params), r) in &cells {
         let cell = format!("{scenario} {params}");

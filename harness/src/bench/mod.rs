@@ -343,16 +343,20 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
             PathBuf::from("research/tune-data").join(format!("{}.jsonl", ctx.env.device_slug())),
         ),
     };
-    if let Some(p) = &out {
-        // Before anything is measured: a path rows cannot be appended to would lose them all.
-        rows::check_appendable(p).with_context(|| format!("--out {}", p.display()))?;
-    }
+    // Before anything is measured: a path rows cannot be appended to would lose them all.
+    let appendable = |p: &std::path::Path| {
+        rows::check_appendable(p).with_context(|| format!("--out {}", p.display()))
+    };
     if let Some(reference) = &args.compare {
+        if let Some(p) = &out {
+            appendable(p)?;
+        }
         return compare::run(args, &mut ctx, reference, out.as_deref());
     }
     let scenario = args.scenario.context("name a scenario")?;
     check_cells(scenario, args, &ctx.loaded.model.config)?;
     let out = out.expect("set without --compare");
+    appendable(&out)?;
     eprintln!(
         "bench {} on {} ({}), copy bandwidth {:.0} GB/s; rows -> {}",
         scenario.name(),
@@ -412,8 +416,9 @@ pub fn run(args: &BenchArgs, cfg: &Config) -> Result<()> {
         }
         row.anchor = Some(all);
     }
-    print!("{}", rows::table(&rows));
+    // Written before the table is printed: a reader that stops early (`| head`) cannot lose them.
     rows::append(&out, &rows).with_context(|| format!("writing {}", out.display()))?;
+    print!("{}", rows::table(&rows));
     let failed = rows
         .iter()
         .filter_map(|r| r.anchor.as_ref()?.as_object())
@@ -459,6 +464,12 @@ fn check_cells(scenario: Scenario, args: &BenchArgs, c: &ModelConfig) -> Result<
                     d + args.new_tokens
                 );
             }
+        }
+        Scenario::Prefix if ctx > 0 && args.prompt_len.iter().all(|&l| l + 1 > ctx) => {
+            bail!(
+                "no --prompt-len fits the model's context of {ctx} tokens (a prompt and its \
+                 first token take prompt_len + 1 positions)"
+            );
         }
         Scenario::Ttft => {
             if args.prompt_len.contains(&0) {
@@ -570,7 +581,8 @@ fn decode(
     // Every cell's sequences must fit the KV cache at once (checked before the first is timed).
     for &depth in &args.depth {
         for &batch in &args.batch {
-            let need = batch * engine.blocks.blocks_for(depth + args.new_tokens);
+            // The last token is sampled, never forwarded: depth + new_tokens - 1 positions.
+            let need = batch * engine.blocks.blocks_for(depth + args.new_tokens - 1);
             if need > engine.blocks.num_blocks() {
                 bail!(
                     "--batch {batch} at --depth {depth} with --new-tokens {} needs {need} KV \

@@ -79,6 +79,35 @@ pub struct Env {
     pub settings: Option<serde_json::Value>,
 }
 
+/// `v` with its objects' keys sorted at every level (serde_json keeps insertion order with its
+/// `preserve_order` feature, which the server's ranked maps need).
+pub fn sorted(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut kv: Vec<_> = m.iter().collect();
+            kv.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                kv.into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        v => v.clone(),
+    }
+}
+
+/// A cell's params as compact JSON with sorted keys: the key rows of one cell share, whatever
+/// order their params were built or read in (`--compare`, `--against`, the boards).
+pub fn canonical(params: &serde_json::Value) -> String {
+    sorted(params).to_string()
+}
+
+fn serialize_sorted<S: serde::Serializer>(v: &serde_json::Value, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&sorted(v), s)
+}
+
 /// One figure.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -89,6 +118,8 @@ pub struct Row {
     pub model: String,
     pub dtype: String,
     pub scenario: &'static str,
+    /// Written with sorted keys, as rows always were (the committed data's cell keys).
+    #[serde(serialize_with = "serialize_sorted")]
     pub params: serde_json::Value,
     #[serde(flatten)]
     pub stats: Stats,
@@ -251,7 +282,6 @@ impl Env {
     }
 }
 
-/// Appends `rows` to `path` as JSON lines (creating the directory).
 /// Checks that rows can be appended to `path` (creating it, and its directory, if missing), so a
 /// bench finds out before it measures. Errors: a directory, or a file that cannot be opened for
 /// appending.
@@ -265,6 +295,7 @@ pub fn check_appendable(path: &Path) -> Result<()> {
     append(path, &[])
 }
 
+/// Appends `rows` to `path` as JSON lines (creating the directory).
 pub fn append(path: &Path, rows: &[Row]) -> Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
@@ -283,7 +314,7 @@ pub fn append(path: &Path, rows: &[Row]) -> Result<()> {
 pub fn table(rows: &[Row]) -> String {
     let pw = rows
         .iter()
-        .map(|r| r.params.to_string().len())
+        .map(|r| canonical(&r.params).len())
         .max()
         .unwrap_or(0)
         .max(6);
@@ -295,7 +326,7 @@ pub fn table(rows: &[Row]) -> String {
         s += &format!(
             "{:<8} {:<pw$} {:>10.3} {:>10.3} {:>10.3} {:>6} {:>8} {:>6}  {}\n",
             r.scenario,
-            r.params.to_string(),
+            canonical(&r.params),
             r.stats.median,
             r.stats.min,
             r.stats.max,

@@ -362,10 +362,22 @@ pub fn run(args: &BenchArgs, ctx: &mut Ctx) -> Result<Vec<Row>> {
             bail!("--duration must be positive");
         }
     }
-    let context = ctx.loaded.model.config.max_context;
-    if args.load.prompt_text.is_none() && args.load.input_len + args.new_tokens > context {
+    // The server's context: the model's (0 = unknown), capped by `--context-len` (the KV cache,
+    // known once the server runs, may cap it further).
+    let context = match (
+        ctx.loaded.model.config.max_context,
+        ctx.cfg.serve.context_len,
+    ) {
+        (0, c) | (c, 0) => c,
+        (m, c) => m.min(c),
+    };
+    if context > 0
+        && args.load.prompt_text.is_none()
+        && args.load.input_len + args.new_tokens > context
+    {
         bail!(
-            "--input-len {} plus --new-tokens {} is beyond the model's context of {context} tokens",
+            "--input-len {} plus --new-tokens {} is beyond the context of {context} tokens \
+             (the model's, or --context-len)",
             args.load.input_len,
             args.new_tokens
         );

@@ -317,24 +317,7 @@ fn parse_object(s: Option<&str>) -> Map<String, Value> {
 
 /// The object with its keys sorted at every level, as compact JSON.
 fn canonical(m: &Map<String, Value>) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut kv: Vec<_> = m.iter().collect();
-                kv.sort_by(|a, b| a.0.cmp(b.0));
-                // serde_json's map keeps insertion order only with `preserve_order`; either way
-                // the keys go in sorted.
-                Value::Object(
-                    kv.into_iter()
-                        .map(|(k, v)| (k.clone(), sorted(v)))
-                        .collect(),
-                )
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            v => v.clone(),
-        }
-    }
-    sorted(&Value::Object(m.clone())).to_string()
+    crate::bench::rows::canonical(&Value::Object(m.clone()))
 }
 
 /// Polars writes a nested value into a text column as JSON except that inside strings it escapes

@@ -210,9 +210,12 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
     println!("\n{} {plural} run, {failed} failed", rows.len());
     if failed > 0 {
         if args.canary {
-            bail!("{failed} canaries stayed green: those gates cannot catch their bug");
+            bail!(
+                "{failed} canaries failed (stayed green, compared nothing or could not run): \
+                 those gates are not shown to catch their bug"
+            );
         }
-        bail!("{failed} gates are red");
+        bail!("{failed} gates failed (red, compared nothing or could not run)");
     }
     Ok(())
 }
