@@ -342,14 +342,17 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     if dev.define("QTC", 0) == 1 && big_own {
         cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
     }
-    // QTC_WT_ALT: a matrix (below QTC_BIG_ROWS) whose M = 1 rows take the `_alt` entries on this
-    // device ([`one_token_wt`]), checked bit for bit against the other token counts.
+    // QTC_WT_ALT: a matrix whose M = 1 rows take the `_alt` entries on this device
+    // ([`one_token_wt`]), checked bit for bit against the other token counts. It and its fused
+    // form (three times as tall) stay below QTC_BIG_ROWS: a fused form past it takes the `_big`
+    // slices, another K order, and the fused-equals-unfused check would fail for that reason
+    // alone (run 103: 6,336 rows, fused 19,008).
     let (wt, alt) = (dev.define("QTC_WT", 2).max(1), dev.define("QTC_WT_ALT", 0));
     let sms = dev.info().sm_count.max(1) as u32;
     if dev.define("QTC", 0) == 1 && alt > 0 && alt != wt {
         let tiles = (1..=alt.max(wt) * sms)
             .rev()
-            .find(|&t| one_token_wt(t, sms, wt, alt) == alt && (16 * t as usize) < big);
+            .find(|&t| one_token_wt(t, sms, wt, alt) == alt && (3 * 16 * t as usize) < big);
         if let Some(t) = tiles {
             cases.extend([
                 (DType::BF16, 256usize, 16 * t as usize),
