@@ -23,6 +23,17 @@ pub const ENV_VARS: [&str; 5] = [
     "MEMRA_PYTHON",
     "MEMRA_API_KEY",
 ];
+/// Removes those of [`ENV_VARS`] set to "" (`MEMRA_CONFIG= memra ...`): empty means unset, as for
+/// most tools, rather than clap's "a value is required". Call before parsing the command line,
+/// while single-threaded.
+pub fn unset_empty_env_vars() {
+    for var in ENV_VARS {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(var);
+        }
+    }
+}
+
 /// Help heading of the serve-only flags (hidden from the help of commands that refuse them).
 pub const SERVE_HEADING: &str = "Serve options (memra serve)";
 

@@ -82,14 +82,7 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    // An environment variable set to "" (`MEMRA_CONFIG= memra ...`) means unset, as for most
-    // tools, rather than "a value is required" from clap.
-    for var in config::ENV_VARS {
-        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
-            // Single-threaded here, before anything reads the environment.
-            std::env::remove_var(var);
-        }
-    }
+    config::unset_empty_env_vars();
     let cli = match Cli::from_arg_matches(&command_with_help_per_subcommand().get_matches()) {
         Ok(c) => c,
         Err(e) => e.exit(),

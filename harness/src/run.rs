@@ -118,7 +118,8 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
     // factory's block count; on CUDA the weights it uploads are kept for the engine). As the
     // server does, a --max-tokens that does not fit is refused and the default is cut to fit.
     let context = loaded.model.config.max_context;
-    let kv = backend_factory(&loaded.model, cfg)?.0 * cfg.kv_block_size;
+    let (kv_blocks, make_backend) = backend_factory(&loaded.model, cfg)?;
+    let kv = kv_blocks * cfg.kv_block_size;
     let (room, what) = if kv < context {
         (kv, "the KV cache (--kv-cache-mib)")
     } else {
@@ -158,7 +159,8 @@ pub fn run(args: &RunArgs, cfg: &Config) -> Result<()> {
         };
         return run_speculative(&loaded, draft.as_ref(), cfg, &req, sp);
     }
-    let mut engine = make_engine(&loaded, cfg)?;
+    // The factory sized above: its block count is the KV cache the room was checked against.
+    let mut engine = Engine::new(make_backend()?, cfg.prefill_chunk);
     let mut out = std::io::stdout().lock();
     let mut generated: Vec<u32> = Vec::new();
     let mut printed = String::new();
