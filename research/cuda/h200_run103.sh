@@ -13,7 +13,8 @@
 # 3. Nsight Compute at M = 1 (shipped defaults): Q8_0, BF16 and Q4_K q/o and gate+up, stall reasons.
 # 4. Decode bs=1, depth 128, 128 new tokens, N = 3: Q8_0 and BF16, QTC_WT_ALT 0 / 3.
 # Prediction: qkv at M = 1 from 13.2 to about 10 us (Q8_0): Q8_0 bs=1 +2-3% (271 -> 277-279).
-# Usage: h200_run103.sh MEMRA OUT_DIR (about 5 minutes)
+# Re-run in the twenty-seventh session after run 104, with the self-check's matrix fixed.
+# Usage: h200_run103.sh MEMRA OUT_DIR (about 4 minutes)
 set -u
 B=$1; O=$2; L=$O/log.txt
 t0=$(date +%s)
@@ -29,28 +30,7 @@ timeout 200 $B probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q8_0,bf16
   --variants "QTC_WT=2;QTC_WT=3;QTC_WT=4;QTC_WT_ALT=3" > "$O/kbench-wt.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench-wt.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^QTC_WT(_ALT)?=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
-# Why the small Q8_0 matrices sit at 44-57% of copy bandwidth at M = 1 against BF16's ~85%
-# (twenty-sixth session, no device: the reading is open): Nsight Compute on the one-token
-# entries of the shipped defaults, cold L2. Long-scoreboard stalls dominating with DRAM well
-# under its peak = too few bytes in flight a warp between round trips; barrier/MIO = the
-# slices' reduce; an issue-active figure near 100% = instruction-bound (the int8 -> bf16
-# conversion and the x parts). Q8_0 and BF16 compare the same kernel with half the bytes; Q4_K
-# (exact integers, the lane kernel `linear_q4_k_r_m1`, 37% of copy bandwidth) is target 2's other half.
-M='gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active'
-for st in long_scoreboard wait barrier lg_throttle mio_throttle short_scoreboard math_pipe_throttle not_selected no_instruction; do
-  M="$M,smsp__average_warps_issue_stalled_${st}_per_issue_active.ratio"
-done
-for fmt in q8_0 bf16 q4_k; do
-  for shape in q/o gate+up; do
-    f=$fmt-$(echo $shape | tr /+ __)
-    step "ncu, one-token entry at M = 1, $fmt $shape"
-    timeout 90 ncu --clock-control none -k regex:'linear_(tc|q4_k)' --launch-skip 6 --launch-count 1 --metrics "$M" \
-      $B probe --bench-kernels --kernel-tokens 1 --kernel-dtypes $fmt --kernel-shapes $shape \
-      > /tmp/ncu-$f.txt 2>&1
-    grep -E "^  [a-z_]+.*\(|gpu__time|dram__|issue_active|warps_active|stalled|ERROR" /tmp/ncu-$f.txt \
-      | sed -E 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//; s/ +/ /g' | cut -c1-110 | tee -a "$L"
-  done
-done
+# Step 3 (Nsight Compute) ran on its own as run 103b (h200_run103b.sh).
 for fmt in q8_0 bf16; do
   for a in a0 a3; do
     step "decode $fmt bs=1, depth 128, $a"
