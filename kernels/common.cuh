@@ -410,6 +410,31 @@ __device__ __forceinline__ u32 i8x2_to_bf16x2(u32 w, int i) {
     return pack_bf16x2(i8_to_f32_exact(w, i), i8_to_f32_exact(w, i + 1));
 }
 
+// The 16 int8 weights a lane holds of a Q8_0 (tile, unit), words[2h + q] = bytes of A fragment
+// registers a[h][2q] (low pair) and a[h][2q + 1] (high pair), as bf16x2, exact. A bf16 holds 8
+// significant bits, so no single magic number covers all 256 values (as 2^23 does in
+// i8_to_f32_exact): with b = a byte, A = bf16 bits 0x43 : (b & 0x7f) = 128 + (b & 0x7f) and
+// C = 0xC3 : (b & 0x80) = -128 or -256 (the sign bit lands in the exponent), so A + C =
+// (b & 0x7f) - 128 * sign = b, an integer in [-128, 127] that the bf16x2 FMA A * 1 + C gives
+// exactly. Per word two masks, four byte permutes and two HFMA2.BF16 (four instructions a
+// pair, against i8x2_to_bf16x2's five and a half through f32). The selectors stay in two
+// registers, which the one-token loop has to spare; elsewhere (more live registers) ptxas
+// answered them with re-computed addresses, so the other forms keep i8x2_to_bf16x2.
+__device__ __forceinline__ void i8x16_to_bf16_frags(const u32 (&words)[4], u32 (&a)[2][4]) {
+    // The selectors as registers the compiler cannot fold (threadIdx.x < 1024), so the permutes
+    // take the high bytes as immediates without re-materialising a selector each time.
+    const u32 z = threadIdx.x >> 16, sel0 = 0x4140u | z, sel1 = 0x4342u | z;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 l = words[i] & 0x7f7f7f7fu, sg = words[i] & 0x80808080u;
+        const u32 a0 = __byte_perm(l, 0x43434343u, sel0), c0 = __byte_perm(sg, 0xC3C3C3C3u, sel0);
+        const u32 a1 = __byte_perm(l, 0x43434343u, sel1), c1 = __byte_perm(sg, 0xC3C3C3C3u, sel1);
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(a[i >> 1][2 * (i & 1)]) : "r"(a0), "r"(0x3F803F80u), "r"(c0));
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(a[i >> 1][2 * (i & 1) + 1]) : "r"(a1), "r"(0x3F803F80u), "r"(c1));
+    }
+}
+
+
 // 16 bytes global -> shared, asynchronously; zero-filled when !pred (nothing read).
 __device__ __forceinline__ void tcg_cp16(void* dst, const void* src, bool pred) {
     const u32 d = (u32)__cvta_generic_to_shared(dst);

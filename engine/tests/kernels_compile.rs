@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 29] = [
+    let sets: [&[(&str, &str)]; 30] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -215,6 +215,16 @@ fn linear_switches_compile() {
             ("QTC_Q8_UNROLL", "8"),
             ("QTC_Q8_UNROLL_BIG", "4"),
             ("QTC_Q8_DB_BIG", "0"),
+        ],
+        // The Q8_0 one-token loop at M = 1 (QTC_Q8_M1), over the H200's defines.
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_DB_BIG", "1"),
+            ("QTC_Q8_UNROLL", "2"),
+            ("QTC_Q8_M1", "1"),
         ],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],

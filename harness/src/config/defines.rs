@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 82] = [
+pub const KERNEL_DEFINES: [&str; 83] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -66,6 +66,7 @@ pub const KERNEL_DEFINES: [&str; 82] = [
     "QTC_Q8_UNROLL_BIG",
     "QTC_Q8_DB_BIG",
     "QTC_Q8_DB",
+    "QTC_Q8_M1",
     "QTC_M1_PREFETCH",
     "TCG2_KU",
     "TCG2_STAGES",
