@@ -83,10 +83,17 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     config::unset_empty_env_vars();
-    let cli = match Cli::from_arg_matches(&command_with_help_per_subcommand().get_matches()) {
+    let matches = command_with_help_per_subcommand().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    if let (Command::Bench(a), Some(m)) = (&cli.command, matches.subcommand_matches("bench")) {
+        if let Err(e) = bench::check_scenario_flags(a, m) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     if !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         die_quietly_on_a_closed_pipe();
     }

@@ -249,6 +249,64 @@ fn serve_text_prompt_for_a_duration() {
     check_serve_level(&rows, requests, 6, 1);
 }
 
+/// The `memra serve` child's configuration file is deleted as soon as the child is up, so a
+/// `bench serve` killed mid-run (SIGTERM, no destructors) leaves nothing in the temporary
+/// directory: the file must appear, then vanish while the bench is still measuring.
+#[cfg(unix)]
+#[test]
+fn serve_config_file_is_gone_while_measuring() {
+    let b = Bench::new();
+    let tmp = b.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memra"))
+        .args(["--backend", "cpu", "--kv-cache-mib", "16", "--cache-dir"])
+        .arg(b.path("cache"))
+        .args(["bench", "serve", "--model", MODEL, "--concurrency", "1"])
+        .args(["--duration", "60", "--new-tokens", "4", "--reps", "1"])
+        .args(["--warmup", "0", "--out"])
+        .arg(b.path("s.jsonl"))
+        .current_dir(b.dir.path())
+        .env("TMPDIR", &tmp)
+        .env_remove("MEMRA_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run memra");
+    let configs = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter(|e| {
+                let n = e.as_ref().unwrap().file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("memra-bench-serve") && n.ends_with(".toml")
+            })
+            .count()
+    };
+    let (mut seen, mut gone) = (false, false);
+    // The timed run lasts 60 s, so gone within 30 s means gone while measuring (without the
+    // early delete it goes only when the server is dropped, after the run).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        let n = configs();
+        seen |= n > 0;
+        if seen && n == 0 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let running = child.try_wait().unwrap().is_none();
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    assert!(seen, "the child's configuration file never appeared");
+    assert!(
+        gone && running,
+        "the file was still there while measuring (or bench ended)"
+    );
+    assert_eq!(configs(), 0, "SIGTERM left a configuration file");
+}
+
 #[test]
 fn spec_acceptance_and_speedup() {
     let b = Bench::new();
@@ -633,6 +691,23 @@ fn impossible_cells_are_refused() {
         ),
         // Rows that could not be written would be lost: --out is checked first.
         (&["decode", "--out", "."][..], "is a directory"),
+        // Another scenario's flags would be ignored: refused, naming who uses them.
+        (
+            &["decode", "--k", "4"][..],
+            "`--k` is not used by `bench decode` (it applies to: spec)",
+        ),
+        (
+            &["spec", "--batch", "2"][..],
+            "`--batch` is not used by `bench spec` (it applies to: decode)",
+        ),
+        (
+            &["ttft", "--concurrency", "4"][..],
+            "`--concurrency` is not used by `bench ttft` (it applies to: serve)",
+        ),
+        (
+            &["serve", "--prompt-len", "64"][..],
+            "(it applies to: ttft, prefix)",
+        ),
     ] {
         let o = b.run(args);
         let err = String::from_utf8_lossy(&o.stderr);

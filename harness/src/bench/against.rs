@@ -102,14 +102,19 @@ fn run_other(
     tmp: &Path,
 ) -> Result<Vec<RefRow>> {
     let _ = std::fs::remove_file(tmp);
+    // Only spec reads prompt sets (and `bench` refuses another scenario's flags).
+    let prompts: Vec<&std::ffi::OsStr> = if flags.first().map(String::as_str) == Some("spec") {
+        vec!["--prompts-dir".as_ref(), base.spec.prompts_dir.as_os_str()]
+    } else {
+        vec![]
+    };
     let out = Command::new(bin)
         .args(global_args())
         .arg("bench")
         .args(flags)
         .args(["--model", &base.model, "--reps", "1"])
         .args(["--warmup", &warmup.to_string()])
-        .arg("--prompts-dir")
-        .arg(&base.spec.prompts_dir)
+        .args(prompts)
         .arg("--out")
         .arg(tmp)
         .output()

@@ -295,6 +295,62 @@ fn run_full(
     Ok(out)
 }
 
+/// The scenarios each scenario-specific flag of [`BenchArgs`] applies to, by clap argument id
+/// (the field name). Flags not listed (model, reps, warm-up, seed, out, compare) apply to all.
+const SCENARIO_FLAGS: &[(&str, &[Scenario])] = &[
+    ("batch", &[Scenario::Decode]),
+    ("depth", &[Scenario::Decode]),
+    (
+        "new_tokens",
+        &[Scenario::Decode, Scenario::Serve, Scenario::Spec],
+    ),
+    ("prompt_len", &[Scenario::Ttft, Scenario::Prefix]),
+    ("suffix_len", &[Scenario::Prefix]),
+    ("concurrency", &[Scenario::Serve]),
+    ("rate", &[Scenario::Serve]),
+    ("requests", &[Scenario::Serve]),
+    ("duration", &[Scenario::Serve]),
+    ("input_len", &[Scenario::Serve]),
+    ("prompt_text", &[Scenario::Serve]),
+    ("class", &[Scenario::Spec]),
+    ("prompts_dir", &[Scenario::Spec]),
+    ("method", &[Scenario::Spec]),
+    ("k", &[Scenario::Spec]),
+    ("stop_at_eos", &[Scenario::Spec]),
+    ("vs", &[Scenario::Decode, Scenario::Ttft]),
+    ("llama_bench", &[Scenario::Decode, Scenario::Ttft]),
+    ("rounds", &[Scenario::Decode, Scenario::Ttft]),
+];
+
+/// Refuses flags given on the command line (`m`: the `bench` subcommand's matches) that the
+/// named scenario would ignore, such as `bench decode --k 4`, naming the scenarios that use
+/// them. Without a scenario (`--compare` over all of REF's) nothing is checked: REF's cells
+/// decide, as --compare's help says.
+///
+/// # Errors
+/// The first such flag, as "`--k` is not used by `bench decode` (it applies to: spec)".
+pub fn check_scenario_flags(args: &BenchArgs, m: &clap::ArgMatches) -> Result<()> {
+    let Some(scenario) = args.scenario else {
+        return Ok(());
+    };
+    for (id, used_by) in SCENARIO_FLAGS {
+        let given = matches!(
+            m.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        );
+        if given && !used_by.contains(&scenario) {
+            let names: Vec<&str> = used_by.iter().map(|s| s.name()).collect();
+            bail!(
+                "`--{}` is not used by `bench {}` (it applies to: {})",
+                id.replace('_', "-"),
+                scenario.name(),
+                names.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Timed runs a board figure asks for (DESIGN.md §5): `bench` warns below it, `boards` marks
 /// figures with fewer.
 pub const BOARD_MIN_RUNS: usize = 5;
@@ -673,4 +729,23 @@ fn ttft(
         rows.push(row);
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every id in SCENARIO_FLAGS is an argument of `bench` (a renamed field would otherwise
+    /// drop out of the check silently), and no listed flag is one every scenario uses.
+    #[test]
+    fn scenario_flags_name_bench_arguments() {
+        let cmd = <BenchArgs as clap::Args>::augment_args(clap::Command::new("bench"));
+        for (id, used_by) in SCENARIO_FLAGS {
+            assert!(
+                cmd.get_arguments().any(|a| a.get_id() == *id),
+                "{id} is not an argument of bench"
+            );
+            assert!(used_by.len() < Scenario::value_variants().len(), "{id}");
+        }
+    }
 }

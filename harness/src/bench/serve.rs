@@ -38,7 +38,9 @@ struct Server {
     child: Child,
     base: String,
     log: std::fs::File,
-    _config: tempfile::NamedTempFile,
+    /// The child's configuration file, deleted once the child has read it (its first line of
+    /// output), so that a bench killed mid-run (SIGTERM) leaves no file behind.
+    config: Option<tempfile::NamedTempFile>,
 }
 
 impl Drop for Server {
@@ -85,10 +87,12 @@ impl Server {
             child,
             base: String::new(),
             log,
-            _config: file,
+            config: Some(file),
         };
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
+        // The child has parsed its configuration before it prints anything.
+        server.config = None;
         server.base = match line.trim().strip_prefix("memra serve: listening on ") {
             Some(b) => b.to_string(),
             None => bail!(
