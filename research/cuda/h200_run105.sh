@@ -36,11 +36,11 @@ for g in tiny llama-3.1-8b-q8; do
   grep -q " 0 failed" "$O/gates-$g.txt" || ok=0
 done
 [ $ok = 1 ] || { step "a gate or the self-check is not green: no timing"; grep -E "FAIL|fail|RED|ERROR" "$O"/gates-*.txt "$O/sc-m1.txt" | head -20 | cut -c1-200 | tee -a "$L"; exit 1; }
-step "kernel table, Q8_0, M = 1, QTC_Q8_M1 0 / 1"
+step "kernel table, Q8_0, M = 1, QTC_Q8_M1 0 / 1 / 1 with 4 units a group (2 for the big matrices)"
 timeout 150 $N probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q8_0 --kernel-shapes q/o,qkv,gate+up,down,lm-head \
-  --variants "QTC_Q8_M1=0;QTC_Q8_M1=1" > "$O/kbench.txt" 2>&1
+  --variants "QTC_Q8_M1=0;QTC_Q8_M1=1;QTC_Q8_M1=1,QTC_Q8_UNROLL=4,QTC_Q8_UNROLL_BIG=2" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
-  for (i = 1; i <= n; i++) if (a[i] ~ /^QTC_Q8_M1=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
+  for (i = 1; i <= n; i++) if (a[i] ~ /^QTC_Q8_(M1|UNROLL|UNROLL_BIG)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
 for round in 1 2; do
   for m in m0 m1; do
     step "decode q8_0 bs=1, depth 128, $m, round $round"
