@@ -350,6 +350,15 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
     }
 }
 
+// Whether an entry's M = 1 launches take linear_tc_impl's M1 loop: QTC_Q8_M1, Q8_0, one token
+// tile, and a group's staged x (U units of 16 QTC_XSPLIT words) fits the warp's part of `part`
+// (WT NT 128 words); otherwise (e.g. QTC_WT = 1 with 3 parts and 4 units) the general loop.
+// A compile-time flag, so with QTC_Q8_M1 = 0 no entry changes.
+template <int F, int NT, int U, int WT>
+__host__ __device__ constexpr bool tc_m1() {
+    return F == TC_Q8_0 && QTC_Q8_M1 && NT == 1 && U * 16 * QTC_XSPLIT <= WT * NT * 128;
+}
+
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
 #define LINEAR_TC_WT(name, F, NT, S, DB, U, WT)                                                     \
@@ -358,8 +367,9 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
              int split_canary) {                                                                   \
         linear_tc_prefetch<F, NT, S, WT>(q, s, K, R);                                              \
         pdl_entry();                                                                               \
-        if (F == TC_Q8_0 && QTC_Q8_M1 && NT == 1 && M == 1)                                        \
-            linear_tc_impl<F, NT, S, DB, U, WT, true>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary); \
+        if (tc_m1<F, NT, U, WT>() && M == 1)                                                       \
+            linear_tc_impl<F, NT, S, DB, U, WT, tc_m1<F, NT, U, WT>()>(x, q, s, bias, LIN_OUTS, M, K, R, \
+                                                                    split_canary);                 \
         else                                                                                       \
             linear_tc_impl<F, NT, S, DB, U, WT, false>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary); \
     }
