@@ -57,6 +57,55 @@ fn serve_table_then_flags() {
     assert!(format!("{e:#}").contains("prot"), "{e:#}");
 }
 
+/// Every define whose built-in value is 0 (a kernel's `#ifndef X` / `#define X 0`, or the
+/// engine's `define("X", 0)`) takes "0" in a config file: a device's tuned defaults may turn it
+/// on (PDL, QTC_Q8_M1 on the H200), and a user must be able to turn it back off. Found by
+/// reading the sources, so a new switch cannot be forgotten in the config's ranges.
+#[test]
+fn defines_off_by_default_accept_zero() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut sources = Vec::new();
+    let mut dirs = vec![root.join("kernels"), root.join("engine/src")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if matches!(
+                p.extension().and_then(|x| x.to_str()),
+                Some("cu" | "cuh" | "rs")
+            ) {
+                sources.push(std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut zero: Vec<&str> = Vec::new();
+    for name in KERNEL_DEFINES {
+        let kernel = format!("#ifndef {name}\n#define {name} 0\n");
+        let engine = format!("define(\"{name}\", 0)");
+        if sources
+            .iter()
+            .any(|s| s.contains(&kernel) || s.contains(&engine))
+        {
+            zero.push(name);
+        }
+    }
+    for name in ["PDL", "QTC_Q8_M1", "QTC_WT_ALT", "TCK_FUSE"] {
+        assert!(zero.contains(&name), "{name} not found off by default");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memra.toml");
+    for name in zero {
+        std::fs::write(&p, format!("[kernel_defines]\n{name} = \"0\"\n")).unwrap();
+        let r = ConfigArgs {
+            config: Some(p.clone()),
+            ..Default::default()
+        }
+        .resolve();
+        assert!(r.is_ok(), "{name} = \"0\": {:#}", r.err().unwrap());
+    }
+}
+
 /// Each kernel define kind takes its own range: switches 0/1, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
 /// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_WG and
 /// TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
