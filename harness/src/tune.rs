@@ -11,7 +11,7 @@
 //!   decode tok/s at an 8,192-token depth) and,
 //!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
-//!   `QTC_Q8_DB_BIG`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) and `QTC_WT_ALT` (0 or 3, either
+//!   `QTC_Q8_DB_BIG`, `QTC_Q8_M1`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) and `QTC_WT_ALT` (0 or 3, either
 //!   tensor-core format) (decode tok/s, bs=1) and the
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
 //!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce,
@@ -325,11 +325,11 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
         // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
         // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_DB_BIG) change loads only, never bits; each
+        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_M1) change loads or instructions, never bits; each
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 29] = [
+        let sweeps: [KnobSweep; 30] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -352,6 +352,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
+            ("QTC_Q8_M1", &[0, 1], 0, Some(128), 1),
             ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),
