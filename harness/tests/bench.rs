@@ -251,10 +251,12 @@ fn serve_text_prompt_for_a_duration() {
 
 /// The `memra serve` child's configuration file is deleted as soon as the child is up, so a
 /// `bench serve` killed mid-run (SIGTERM, no destructors) leaves nothing in the temporary
-/// directory: the file must appear, then vanish while the bench is still measuring.
+/// directory: once bench says the server is ready, no file is left while it measures, nor after
+/// the kill. (Without the early delete the file lives until the server is dropped.)
 #[cfg(unix)]
 #[test]
 fn serve_config_file_is_gone_while_measuring() {
+    use std::io::BufRead;
     let b = Bench::new();
     let tmp = b.path("tmp");
     std::fs::create_dir(&tmp).unwrap();
@@ -270,7 +272,7 @@ fn serve_config_file_is_gone_while_measuring() {
         .env_remove("MEMRA_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("run memra");
     let configs = || {
@@ -283,26 +285,25 @@ fn serve_config_file_is_gone_while_measuring() {
             })
             .count()
     };
-    let (mut seen, mut gone) = (false, false);
-    // The timed run lasts 60 s, so gone within 30 s means gone while measuring (without the
-    // early delete it goes only when the server is dropped, after the run).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-        let n = configs();
-        seen |= n > 0;
-        if seen && n == 0 {
-            gone = true;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let mut ready = false;
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains("bench serve: memra serve ready at") {
+            ready = true;
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        line.clear();
     }
+    let left = configs();
     let running = child.try_wait().unwrap().is_none();
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
-    assert!(seen, "the child's configuration file never appeared");
-    assert!(
-        gone && running,
-        "the file was still there while measuring (or bench ended)"
+    assert!(ready, "bench serve never said the server was ready");
+    assert!(running, "bench serve ended before it was killed");
+    assert_eq!(
+        left, 0,
+        "the configuration file was still there while measuring"
     );
     assert_eq!(configs(), 0, "SIGTERM left a configuration file");
 }
@@ -707,6 +708,10 @@ fn impossible_cells_are_refused() {
         (
             &["serve", "--prompt-len", "64"][..],
             "(it applies to: ttft, prefix)",
+        ),
+        (
+            &["decode", "--seed", "7"][..],
+            "(it applies to: serve, prefix)",
         ),
     ] {
         let o = b.run(args);

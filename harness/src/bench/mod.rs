@@ -105,7 +105,8 @@ pub struct BenchArgs {
     /// Untimed warm-up runs per figure.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
-    /// Seed of the random prompts and of the Poisson arrivals.
+    /// serve, prefix: seed of the random prompts and of the Poisson arrivals (decode, ttft and spec
+    /// use fixed prompts).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Re-measure every cell (scenario, params) of this JSONL file that was measured on this
@@ -296,7 +297,7 @@ fn run_full(
 }
 
 /// The scenarios each scenario-specific flag of [`BenchArgs`] applies to, by clap argument id
-/// (the field name). Flags not listed (model, reps, warm-up, seed, out, compare) apply to all.
+/// (the field name). Flags not listed (model, reps, warm-up, out, compare) apply to all.
 const SCENARIO_FLAGS: &[(&str, &[Scenario])] = &[
     ("batch", &[Scenario::Decode]),
     ("depth", &[Scenario::Decode]),
@@ -306,6 +307,7 @@ const SCENARIO_FLAGS: &[(&str, &[Scenario])] = &[
     ),
     ("prompt_len", &[Scenario::Ttft, Scenario::Prefix]),
     ("suffix_len", &[Scenario::Prefix]),
+    ("seed", &[Scenario::Serve, Scenario::Prefix]),
     ("concurrency", &[Scenario::Serve]),
     ("rate", &[Scenario::Serve]),
     ("requests", &[Scenario::Serve]),
@@ -324,13 +326,13 @@ const SCENARIO_FLAGS: &[(&str, &[Scenario])] = &[
 
 /// Refuses flags given on the command line (`m`: the `bench` subcommand's matches) that the
 /// named scenario would ignore, such as `bench decode --k 4`, naming the scenarios that use
-/// them. Without a scenario (`--compare` over all of REF's) nothing is checked: REF's cells
-/// decide, as --compare's help says.
+/// them. Under `--compare` nothing is checked: REF's cells decide, and its help says which
+/// flags it does not use.
 ///
 /// # Errors
 /// The first such flag, as "`--k` is not used by `bench decode` (it applies to: spec)".
 pub fn check_scenario_flags(args: &BenchArgs, m: &clap::ArgMatches) -> Result<()> {
-    let Some(scenario) = args.scenario else {
+    let Some(scenario) = args.scenario.filter(|_| args.compare.is_none()) else {
         return Ok(());
     };
     for (id, used_by) in SCENARIO_FLAGS {
