@@ -311,6 +311,7 @@ fn linear_switches_compile() {
         for name in [
             "linear.cu",
             "linear_tc.cu",
+            "linear_tcs.cu",
             "linear_tcg.cu",
             "linear_tcw.cu",
             "linear_tck.cu",

@@ -300,7 +300,7 @@ impl CudaDevice {
 
     /// The split-K form of [`CudaDevice::linear_tc`] for 9..32 tokens (QTC_SK = 1, or 2 for the
     /// BF16 QTC_SPLIT_BIG matrices only):
-    /// `linear_tcs_*` of kernels/linear_tc.cu writes each K slice's sums for runs of row tiles
+    /// `linear_tcs_*` of kernels/linear_tcs.cu writes each K slice's sums for runs of row tiles
     /// against x staged once per block in shared memory, then [`CudaDevice::sk_reduce`] adds the
     /// slices in order and the bias; the same chain per element as the other forms, so the same
     /// bits.
@@ -338,7 +338,7 @@ impl CudaDevice {
         };
         let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
         let part = part.as_ref().expect("made by scratch");
-        let f = self.function("linear_tc.cu", &func)?;
+        let f = self.function("linear_tcs.cu", &func)?;
         if smem > 48 << 10 {
             self.grant_smem(&func, &f, smem)?;
         }
