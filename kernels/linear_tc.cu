@@ -104,6 +104,8 @@
 // -> bf16 conversion in bf16x2 arithmetic (i8x16_to_bf16_frags); the scale FMAs only on the live
 // token column. Run 103b found these entries issue-bound (53-63% of issue slots); the loop is
 // 22% fewer instructions (SASS, NVRTC 13.0, sm_90a). Same split, exact conversion: same bits.
+// 2: the same M = 1 loop with its addressing and bounds tests moved out of the groups
+// (tc_q8_m1_slice): same operations in the same order, so the same bits as 1.
 #ifndef QTC_Q8_M1
 #define QTC_Q8_M1 0
 #endif
@@ -125,6 +127,155 @@
 #define QTC_M1_PREFETCH 0
 #endif
 
+// One group of G units of the M = 1 loop (QTC_Q8_M1 = 2): each lane's 16 bytes of every (unit,
+// row tile), the row tiles' Q8_0 scale words, and x element k = lane of every unit.
+template <int G, int WT>
+struct TcM1Group {
+    uint4 w[G][WT];
+    u32 sc[G][WT];
+    float xv[G];
+};
+
+// Loads a group at the current pointers (unit j of row tile w at wp + wo[w] + 32 j and sp + so[w]
+// + 8 j, x at xp + 32 j: block-uniform and immediate offsets from one pointer each), then moves
+// the pointers G units on.
+template <int G, int WT>
+__device__ __forceinline__ void tc_m1_load(TcM1Group<G, WT>& b, const uint4*& wp, const u32*& sp, const float*& xp,
+                                           const int (&wo)[WT], const int (&so)[WT]) {
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        b.xv[j] = xp[32 * j];
+#pragma unroll
+        for (int w = 0; w < WT; ++w) {
+            b.w[j][w] = wp[wo[w] + 32 * j];
+            b.sc[j][w] = sp[so[w] + 8 * j];
+        }
+    }
+    wp += 32 * G;
+    sp += 8 * G;
+    xp += 32 * G;
+}
+
+// A group's MMAs and scale FMAs into acc, exactly as linear_tc_impl's M1 loop (QTC_Q8_M1 = 1)
+// does them: the warp splits each unit's x into its staging area (lane k writes element k's parts
+// from `xdst`), lane t reads the B fragments back from `xsrc`, and per unit and row tile the sum
+// from 0 of the MMAs (k-half 0 then 1, parts in order) is folded in by one fma with the row's
+// scale, on the live token column only (c = 0, 2).
+template <int G, int WT>
+__device__ __forceinline__ void tc_m1_compute(const TcM1Group<G, WT>& b, u16* xdst, const u32* xsrc,
+                                              float (&acc)[WT][1][4]) {
+    constexpr int XW = 2 * 4 * 2 * QTC_XSPLIT;  // u32 a unit
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        float f = b.xv[j];
+#pragma unroll
+        for (int p = 0; p < QTC_XSPLIT; ++p) {
+            const u32 h = pack_bf16x2(f, 0.0f);  // the rounding split_x's pack does
+            xdst[2 * (j * XW + 2 * p)] = (u16)h;
+            f = __fsub_rn(f, __uint_as_float(h << 16));
+        }
+    }
+    __syncwarp();
+    // Every lane group reads lane group 0's B fragments (a broadcast), so every token column of
+    // the MMAs holds the token: column n of an MMA's result depends on B's column n alone, and
+    // only column 0 (c = 0, 2 of lanes t = 0) is ever stored.
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        u32 bx[2][2][QTC_XSPLIT];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32* xp = xsrc + j * XW + h * 4 * 2 * QTC_XSPLIT;
+            if (QTC_XSPLIT == 2) {
+                const uint4 v = *reinterpret_cast<const uint4*>(xp);
+                bx[h][0][0] = v.x; bx[h][1][0] = v.y;
+                bx[h][0][1 % QTC_XSPLIT] = v.z; bx[h][1][1 % QTC_XSPLIT] = v.w;
+            } else {
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int p = 0; p < QTC_XSPLIT; ++p) bx[h][r][p] = xp[2 * p + r];
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < WT; ++w) {
+            const u32 words[4] = {b.w[j][w].x, b.w[j][w].y, b.w[j][w].z, b.w[j][w].w};
+            u32 a[2][4];
+            i8x16_to_bf16_frags(words, a);
+            float us[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < QTC_XSPLIT; ++p) mma_bf16(us, a[h], bx[h][0][p], bx[h][1][p]);
+            acc[w][0][0] = __fmaf_rn(f16_bits_to_f32((u16)(b.sc[j][w] & 0xffffu)), us[0], acc[w][0][0]);
+            acc[w][0][2] = __fmaf_rn(f16_bits_to_f32((u16)(b.sc[j][w] >> 16)), us[2], acc[w][0][2]);
+        }
+    }
+    __syncwarp();  // every lane has read the group's x before the next group's lands
+}
+
+// The M = 1 loop with QTC_Q8_M1 = 2: the warp's slice u0 .. u1 of its WT row tiles, in groups of
+// U units (the next group's loads issued before this group's MMAs with DB = 1), then the slice's
+// last (u1 - u0) % U units one at a time. The same units in the same order into the same
+// accumulators as QTC_Q8_M1 = 1, with the address arithmetic out of the loop: one pointer each
+// for the weights, the scales and x, moved on by a constant each group, the other row tiles at
+// block-uniform offsets from it and the group's units at immediate ones; no bounds test inside a
+// group (full groups only); a row tile past the matrix (the grid's last block) reads the last
+// tile again, and its sums are never stored.
+template <int DB, int U, int WT>
+__device__ __forceinline__ void tc_q8_m1_slice(const float* __restrict__ x, const u8* __restrict__ q,
+                                               const u32* __restrict__ s, int nu, int tiles, int tile0, int u0,
+                                               int u1, u32* xs, float (&acc)[WT][1][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    // The staging area `xs`: per unit, 2 k-halves h x 4 lanes t x QTC_XSPLIT parts p x 2
+    // registers r, one u32 (bf16x2) each. Element k = lane of a unit: pair r = (k >> 3) & 1,
+    // lane t = (k >> 1) & 3, half k >> 4, the low or high bf16 by k & 1.
+    const int slot = ((lane >> 4) * 4 + ((lane >> 1) & 3)) * 2 * QTC_XSPLIT + ((lane >> 3) & 1);
+    u16* xdst = reinterpret_cast<u16*>(xs) + 2 * slot + (lane & 1);
+    const u32* xsrc = xs + t * 2 * QTC_XSPLIT;
+    // Row tile w's data sits (tile - tile0) nu units past tile0's: a block-uniform offset.
+    const size_t tu0 = (size_t)tile0 * nu + u0;
+    const uint4* wp = reinterpret_cast<const uint4*>(q) + tu0 * 32 + lane;
+    const u32* sp = s + tu0 * 8 + g;
+    int wo[WT], so[WT];  // at most (WT - 1) nu units: small
+#pragma unroll
+    for (int w = 0; w < WT; ++w) {
+        const int d = w == 0 ? 0 : (min(tile0 + w, tiles - 1) - tile0) * nu;
+        wo[w] = d * 32;
+        so[w] = d * 8;
+    }
+    const float* xp = x + 32 * u0 + lane;
+    // `left`: the slice's units not yet loaded (one counter for both loops).
+    int left = u1 - u0;
+    TcM1Group<U, WT> cur;
+    if (DB && left >= U) {
+        tc_m1_load(cur, wp, sp, xp, wo, so);
+        left -= U;
+    }
+    if (DB) {
+        // cur holds a group; the next is loaded (if whole) before cur's MMAs.
+        for (bool more = u1 - u0 >= U; more;) {
+            TcM1Group<U, WT> nxt;
+            more = left >= U;
+            if (more) {
+                tc_m1_load(nxt, wp, sp, xp, wo, so);
+                left -= U;
+            }
+            tc_m1_compute(cur, xdst, xsrc, acc);
+            cur = nxt;
+        }
+    } else {
+        for (; left >= U; left -= U) {
+            tc_m1_load(cur, wp, sp, xp, wo, so);
+            tc_m1_compute(cur, xdst, xsrc, acc);
+        }
+    }
+    for (; left > 0; --left) {
+        TcM1Group<1, WT> one;
+        tc_m1_load(one, wp, sp, xp, wo, so);
+        tc_m1_compute(one, xdst, xsrc, acc);
+    }
+}
+
 // x: [M, K] f32; q, s: the layout above; bias: [R] f32 or null; y: Outs. K % 32 == 0.
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
 // QTC_DB, or QTC_Q8_DB for `linear_tc_q8_0_n1`, QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
@@ -135,7 +286,7 @@
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
 // block: 32 * S; dynamic shared memory: S * WT * NT * 512 bytes.
-template <int F, int NT, int S, int DB, int U, int WT, bool M1>
+template <int F, int NT, int S, int DB, int U, int WT, int M1>
 __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                int M, int K, int R, int split_canary) {
@@ -185,7 +336,11 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     // a lane, instead of each lane splitting four pairs of which only lane group g = 0 holds a
     // token; and the scale FMAs skip the dead token column (c = 1, 3). The same split_x values
     // (per element: hi = bf16(x), then bf16(x - hi), ...) reach the same MMAs: same bits.
-    {
+    constexpr int PER_WARP = WT * NT * 4 * 32;
+    if constexpr (M1 == 2) {
+        tc_q8_m1_slice<DB, U, WT>(x, q, s, nu, tiles, tile0, u0, u1, reinterpret_cast<u32*>(part + warp * PER_WARP),
+                                  acc);
+    } else {
         // The warp's staging area: per unit, 2 k-halves h x 4 lanes t x QTC_XSPLIT parts p x 2
         // registers r, one u32 (bf16x2) each (so an MMA's two B registers are adjacent).
         u32* xs = reinterpret_cast<u32*>(part + warp * (WT * NT * 4 * 32));
@@ -305,7 +460,6 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
     // The slices' sums, added in slice order; element (w, n, c) of lane l is row
     // 16 (tile0 + w) + l / 4 + 8 (c / 2), token m0 + 8n + 2 (l % 4) + c % 2.
-    constexpr int PER_WARP = WT * NT * 4 * 32;
 #pragma unroll
     for (int w = 0; w < WT; ++w)
 #pragma unroll
@@ -350,13 +504,20 @@ __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, con
     }
 }
 
-// Whether an entry's M = 1 launches take linear_tc_impl's M1 loop: QTC_Q8_M1, Q8_0, one token
-// tile, and a group's staged x (U units of 16 QTC_XSPLIT words) fits the warp's part of `part`
-// (WT NT 128 words); otherwise (e.g. QTC_WT = 1 with 3 parts and 4 units) the general loop.
-// A compile-time flag, so with QTC_Q8_M1 = 0 no entry changes.
+// Whether a Q8_0 one-token entry's M = 1 loop fits: a group's staged x (U units of 16
+// QTC_XSPLIT words) in the warp's part of `part` (WT NT 128 words); otherwise (e.g. QTC_WT = 1
+// with 3 parts and 4 units) the general loop.
 template <int F, int NT, int U, int WT>
-__host__ __device__ constexpr bool tc_m1() {
-    return F == TC_Q8_0 && QTC_Q8_M1 && NT == 1 && U * 16 * QTC_XSPLIT <= WT * NT * 128;
+__host__ __device__ constexpr bool tc_m1_fits() {
+    return F == TC_Q8_0 && NT == 1 && U * 16 * QTC_XSPLIT <= WT * NT * 128;
+}
+
+// Whether an entry's M = 1 launches take linear_tc_impl's M1 loop of QTC_Q8_M1 = 1 (a
+// compile-time flag, so with QTC_Q8_M1 = 0 no entry changes; with 2 the `_m1` entries below
+// take the M = 1 launches and the `_n1` entries keep the general loop alone).
+template <int F, int NT, int U, int WT>
+__host__ __device__ constexpr int tc_m1() {
+    return QTC_Q8_M1 == 1 && tc_m1_fits<F, NT, U, WT>() ? 1 : 0;
 }
 
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
@@ -392,6 +553,30 @@ LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG, QTC_Q8_DB_BIG, QTC_Q8_UNROLL_BIG)
 LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
+#endif
+
+// QTC_Q8_M1 = 2: Q8_0 entries for M = 1 alone (the host sends a Q8_0 matrix's one-token launches
+// here), running tc_q8_m1_slice's loop, with the `_n1` entries' slices, row tiles and load groups
+// (so the same bits); `_m1_big` and `_m1_alt` as `_n1_big` and `_n1_alt`. Without the general loop
+// beside it the loop needs 61 registers (NVRTC 13.0, sm_90a, the H200 defines), so two blocks of
+// 16 warps fit an SM, as with the `_n1` entries.
+#if QTC_Q8_M1 == 2
+#define LINEAR_TC_M1(name, S, DB, U, WT)                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * S)                                            \
+        name(const float* x, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,         \
+             int split_canary) {                                                                   \
+        linear_tc_prefetch<TC_Q8_0, 1, S, WT>(q, s, K, R);                                         \
+        pdl_entry();                                                                               \
+        linear_tc_impl<TC_Q8_0, 1, S, DB, U, WT, tc_m1_fits<TC_Q8_0, 1, U, WT>() ? 2 : 0>(        \
+            x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                                       \
+    }
+LINEAR_TC_M1(linear_tc_q8_0_m1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL, QTC_WT)
+#if QTC_WT_ALT > 0
+LINEAR_TC_M1(linear_tc_q8_0_m1_alt, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL, QTC_WT_ALT)
+#endif
+#if QTC_SPLIT_BIG > 0
+LINEAR_TC_M1(linear_tc_q8_0_m1_big, QTC_SPLIT_BIG, QTC_Q8_DB_BIG, QTC_Q8_UNROLL_BIG, QTC_WT)
+#endif
 #endif
 
 // ---------------------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 30] = [
+    let sets: [&[(&str, &str)]; 34] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -226,6 +226,36 @@ fn linear_switches_compile() {
             ("QTC_Q8_UNROLL", "2"),
             ("QTC_Q8_M1", "1"),
         ],
+        // The `_m1` entries of QTC_Q8_M1 = 2: over the H200's defines; double-buffered with 3
+        // units a group (full groups, then the slice's last units one at a time); beside the
+        // `_alt` entries; with 3 parts and one row tile, where a group of 4 units does not fit
+        // the warp's staging area and the entry keeps the general loop.
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_DB_BIG", "1"),
+            ("QTC_Q8_UNROLL", "2"),
+            ("QTC_Q8_M1", "2"),
+        ],
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_Q8_UNROLL", "3"),
+            ("QTC_Q8_DB", "1"),
+            ("QTC_Q8_M1", "2"),
+        ],
+        &[
+            ("QTC_SPLIT", "16"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_Q8_UNROLL", "2"),
+            ("QTC_WT_ALT", "3"),
+            ("QTC_Q8_M1", "2"),
+        ],
+        &[("QTC_XSPLIT", "3"), ("QTC_WT", "1"), ("QTC_Q8_M1", "2")],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
         &[

@@ -352,7 +352,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
-            ("QTC_Q8_M1", &[0, 1], 0, Some(128), 1),
+            ("QTC_Q8_M1", &[0, 1, 2], 0, Some(128), 1),
             ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),

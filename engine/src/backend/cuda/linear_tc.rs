@@ -280,6 +280,11 @@ impl CudaDevice {
         let suffix = if wt != wt0 { "_alt" } else { suffix };
         let func = match w.dtype {
             DType::BF16 => format!("linear_tc_bf16_n{nt}{suffix}"),
+            // QTC_Q8_M1 = 2: one token takes the `_m1` entries (the `_n1` ones' slices, row tiles
+            // and load groups in a loop of their own: same bits).
+            DType::Q8_0 if m == 1 && self.define("QTC_Q8_M1", 0) == 2 => {
+                format!("linear_tc_q8_0_m1{suffix}")
+            }
             DType::Q8_0 => format!("linear_tc_q8_0_n{nt}{suffix}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
