@@ -1,0 +1,52 @@
+#!/bin/bash
+# Twenty-eighth session (prepared on the CPU; no device was lent that session). Two checks and one
+# A/B, in one call:
+#  1. The split-K form moved to kernels/linear_tcs.cu (d5303c9, SASS unchanged) has not run on a
+#     GPU since: the self-check with QTC_SK = 1 routes 9-32 tokens through it.
+#  2. QTC_Q8_M1 = 2 (99d48e6): Q8_0 one-token launches take `linear_tc_q8_0_m1*`, the M = 1 loop
+#     of QTC_Q8_M1 = 1 with its addressing and bounds tests out of the groups (one pointer a
+#     stream moved by a constant, the other row tile at a block-uniform offset, no predicates in
+#     a full group, every lane group reading the staged x). SASS (NVRTC 13.0, sm_90a): the loop
+#     of a group of 2 units x 2 tiles 286 -> 215 instructions, `_big` 149 -> 127; 61 and 60
+#     registers, no spills. Same operations in the same order: same bits. The self-check's
+#     M-independence rows (M = 1 against 3, 8, 9, 33, ...) and the tiny lane's batched-vs-solo
+#     q8 gate check it.
+# Prediction: kernel table at M = 1 (µs) q/o 9.1 -> ~8.3, qkv 11.8 -> ~10.8, gate+up 33.6 ->
+# ~32, down 23.2 -> ~21, lm-head 144 -> ~140; Q8_0 bs=1 decode 310 -> 320-330 tok/s.
+# Usage: h200_run108.sh MEMRA OUT_DIR (about 8 minutes)
+set -u
+N=$1; O=$2; L=$O/log.txt
+t0=$(date +%s)
+step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
+printf '[kernel_defines]\nQTC_Q8_M1 = "1"\n' > /tmp/c-m1.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\n' > /tmp/c-m2.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\n' > /tmp/c-sk1.toml
+ok=1
+step "self-check, QTC_SK = 1 and QTC_Q8_M1 = 2"
+timeout 150 $N --config /tmp/c-sk1.toml probe --self-check > "$O/sc-sk1-m2.txt" 2>&1
+grep -E "self-check: |linear_q8_0|FAIL|rror" "$O/sc-sk1-m2.txt" | tail -6 | cut -c1-220 | tee -a "$L"
+grep -q "self-check: PASS" "$O/sc-sk1-m2.txt" || ok=0
+step "self-check, QTC_Q8_M1 = 2 (the H200 defaults otherwise)"
+timeout 150 $N --config /tmp/c-m2.toml probe --self-check > "$O/sc-m2.txt" 2>&1
+grep -E "self-check: |linear_q8_0|FAIL|rror" "$O/sc-m2.txt" | tail -6 | cut -c1-220 | tee -a "$L"
+grep -q "self-check: PASS" "$O/sc-m2.txt" || ok=0
+step "CUDA lane tiny, QTC_Q8_M1 = 2"
+timeout 150 $N --config /tmp/c-m2.toml gate --lane cuda --only tiny --json "$O/gates.jsonl" > "$O/gates-tiny.txt" 2>&1
+echo "CUDA lane tiny: $(grep -E "gates run" "$O/gates-tiny.txt" | head -1)" | tee -a "$L"
+grep -E "q8" "$O/gates-tiny.txt" | grep -E "GREEN|RED|ERROR" | head -4 | cut -c1-160 | tee -a "$L"
+grep -q " 0 failed" "$O/gates-tiny.txt" || ok=0
+[ $ok = 1 ] || { step "a gate or a self-check is not green: no timing"; grep -E "FAIL|fail|RED|ERROR" "$O"/gates-*.txt "$O"/sc-*.txt | head -20 | cut -c1-200 | tee -a "$L"; exit 1; }
+step "kernel table, Q8_0, M = 1: QTC_Q8_M1 1 / 2 / 2 with 2 units a big group / 2 with 4 units a group / 2 double-buffered"
+timeout 170 $N probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q8_0 --kernel-shapes q/o,qkv,gate+up,down,lm-head \
+  --variants "QTC_Q8_M1=1;QTC_Q8_M1=2;QTC_Q8_M1=2,QTC_Q8_UNROLL_BIG=2;QTC_Q8_M1=2,QTC_Q8_UNROLL=4;QTC_Q8_M1=2,QTC_Q8_DB=1" > "$O/kbench.txt" 2>&1
+grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
+  for (i = 1; i <= n; i++) if (a[i] ~ /^QTC_Q8_(M1|UNROLL|UNROLL_BIG|DB)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
+for round in 1 2; do
+  for m in m1 m2; do
+    step "decode q8_0 bs=1, depth 128, $m, round $round"
+    timeout 100 $N --backend cuda --config /tmp/c-$m.toml bench decode --model synth:llama-3.1-8b:q8_0 --batch 1 \
+      --depth 128 --new-tokens 128 --reps 5 --out "$O/decode-q8-$m.jsonl" 2>&1 | grep -E "^decode|rror" \
+      | sed "s/^/$m /" | cut -c1-160 | tee -a "$L"
+  done
+done
+step done
