@@ -225,6 +225,7 @@ template <int DB, int U, int WT>
 __device__ __forceinline__ void tc_q8_m1_slice(const float* __restrict__ x, const u8* __restrict__ q,
                                                const u32* __restrict__ s, int nu, int tiles, int tile0, int u0,
                                                int u1, u32* xs, float (&acc)[WT][1][4]) {
+    static_assert(U * 16 * QTC_XSPLIT <= WT * 128, "a group's staged x fits the warp's part (tc_m1_fits)");
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     // The staging area `xs`: per unit, 2 k-halves h x 4 lanes t x QTC_XSPLIT parts p x 2
     // registers r, one u32 (bf16x2) each. Element k = lane of a unit: pair r = (k >> 3) & 1,
@@ -567,6 +568,7 @@ LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
              int split_canary) {                                                                   \
         linear_tc_prefetch<TC_Q8_0, 1, S, WT>(q, s, K, R);                                         \
         pdl_entry();                                                                               \
+        if (M != 1) __trap(); /* the host sends one token only: anything else is its bug */       \
         linear_tc_impl<TC_Q8_0, 1, S, DB, U, WT, tc_m1_fits<TC_Q8_0, 1, U, WT>() ? 2 : 0>(        \
             x, q, s, bias, LIN_OUTS, M, K, R, split_canary);                                       \
     }
