@@ -98,6 +98,12 @@ fn main() -> std::process::ExitCode {
         die_quietly_on_a_closed_pipe();
     }
     let serve_flags = cli.config.serve_flags();
+    if let Command::Bench(a) = &cli.command {
+        if let Err(e) = bench::check_serve_flags(a, &serve_flags) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     if !serve_flags.is_empty() && !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         let (verb, noun, pron) = if serve_flags.len() == 1 {
             ("is a", "option", "it")

@@ -713,6 +713,15 @@ fn impossible_cells_are_refused() {
             &["decode", "--seed", "7"][..],
             "(it applies to: serve, prefix)",
         ),
+        // serve's own flags where the scenario would ignore them.
+        (
+            &["decode", "--max-running", "8"][..],
+            "--max-running is not used by `bench decode` (it does not run `memra serve`)",
+        ),
+        (
+            &["serve", "--port", "9000"][..],
+            "--port is not used by `bench serve` (the child server binds 127.0.0.1",
+        ),
     ] {
         let o = b.run(args);
         let err = String::from_utf8_lossy(&o.stderr);

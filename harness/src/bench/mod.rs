@@ -353,6 +353,70 @@ pub fn check_scenario_flags(args: &BenchArgs, m: &clap::ArgMatches) -> Result<()
     Ok(())
 }
 
+/// The `memra serve` flags (`ConfigArgs::serve_flags`) each scenario reads: serve passes its
+/// config to the child server, but binds 127.0.0.1 on a free port without API keys; spec and
+/// prefix run the scheduler with serve's limits (and spec a `--draft-model` for `--method
+/// draft`); decode and ttft drive the engine directly.
+const SERVE_FLAGS_USED: &[(Scenario, &[&str])] = &[
+    (Scenario::Decode, &[]),
+    (Scenario::Ttft, &[]),
+    (
+        Scenario::Serve,
+        &[
+            "--max-batch-tokens",
+            "--max-running",
+            "--queue-capacity",
+            "--context-len",
+            "--draft-model",
+            "--speculative",
+            "--speculative-k",
+            "--keepalive-secs",
+            "--drain-secs",
+        ],
+    ),
+    (
+        Scenario::Spec,
+        &["--max-batch-tokens", "--max-running", "--draft-model"],
+    ),
+    (Scenario::Prefix, &["--max-batch-tokens", "--max-running"]),
+];
+
+/// Refuses `memra serve` flags (`given`, as `ConfigArgs::serve_flags` lists them) that the named
+/// scenario ignores, such as `bench decode --max-running 8` or `bench serve --port 9000` (the
+/// child server binds a free port). Under `--compare` or with no scenario nothing is checked:
+/// REF's cells decide.
+///
+/// # Errors
+/// The ignored flags, as "`--port` is not used by `bench serve` ...".
+pub fn check_serve_flags(args: &BenchArgs, given: &[&str]) -> Result<()> {
+    let Some(scenario) = args.scenario.filter(|_| args.compare.is_none()) else {
+        return Ok(());
+    };
+    let used = SERVE_FLAGS_USED
+        .iter()
+        .find(|(s, _)| *s == scenario)
+        .map_or(&[][..], |(_, f)| *f);
+    let unused: Vec<&str> = given
+        .iter()
+        .copied()
+        .filter(|f| !used.contains(f))
+        .collect();
+    if unused.is_empty() {
+        return Ok(());
+    }
+    let what = if scenario == Scenario::Serve {
+        "the child server binds 127.0.0.1 on a free port without API keys"
+    } else {
+        "it does not run `memra serve`"
+    };
+    bail!(
+        "{} {} not used by `bench {}` ({what})",
+        unused.join(", "),
+        if unused.len() == 1 { "is" } else { "are" },
+        scenario.name()
+    )
+}
+
 /// Timed runs a board figure asks for (DESIGN.md §5): `bench` warns below it, `boards` marks
 /// figures with fewer.
 pub const BOARD_MIN_RUNS: usize = 5;
@@ -736,6 +800,73 @@ fn ttft(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Serve flags a scenario ignores are refused, the ones it reads pass, and `--compare`
+    /// or no scenario checks nothing.
+    #[test]
+    fn serve_flags_by_scenario() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let args = |s: Option<Scenario>| {
+            let mut a = Cli::try_parse_from(["bench", "decode", "--model", "m"])
+                .unwrap()
+                .bench;
+            a.scenario = s;
+            a
+        };
+        let e = check_serve_flags(&args(Some(Scenario::Decode)), &["--max-running"]).unwrap_err();
+        assert!(
+            format!("{e}").contains("--max-running is not used by `bench decode`"),
+            "{e}"
+        );
+        let e = check_serve_flags(&args(Some(Scenario::Serve)), &["--port", "--host"]).unwrap_err();
+        assert!(
+            format!("{e}").contains("--port, --host are not used by `bench serve` (the child"),
+            "{e}"
+        );
+        check_serve_flags(
+            &args(Some(Scenario::Serve)),
+            &["--max-running", "--speculative"],
+        )
+        .unwrap();
+        check_serve_flags(&args(Some(Scenario::Spec)), &["--draft-model"]).unwrap();
+        assert!(check_serve_flags(&args(Some(Scenario::Prefix)), &["--draft-model"]).is_err());
+        assert!(check_serve_flags(&args(Some(Scenario::Ttft)), &["--speculative"]).is_err());
+        check_serve_flags(&args(None), &["--port"]).unwrap();
+        let mut cmp = args(Some(Scenario::Decode));
+        cmp.compare = Some("ref.jsonl".into());
+        check_serve_flags(&cmp, &["--port"]).unwrap();
+        // Every scenario has an entry, and every flag named is one serve_flags can report.
+        let all = crate::config::ConfigArgs {
+            host: Some(String::new()),
+            port: Some(0),
+            max_batch_tokens: Some(1),
+            max_running: Some(1),
+            queue_capacity: Some(1),
+            context_len: Some(0),
+            keyring: Some("k".into()),
+            draft_model: Some(String::new()),
+            speculative: Some(String::new()),
+            speculative_k: Some(1),
+            keepalive_secs: Some(1),
+            drain_secs: Some(1),
+            ..Default::default()
+        }
+        .serve_flags();
+        for s in Scenario::value_variants() {
+            let (_, used) = SERVE_FLAGS_USED
+                .iter()
+                .find(|(x, _)| x == s)
+                .expect("scenario");
+            for f in *used {
+                assert!(all.contains(f), "{f}");
+            }
+        }
+    }
 
     /// Every id in SCENARIO_FLAGS is an argument of `bench` (a renamed field would otherwise
     /// drop out of the check silently), and no listed flag is one every scenario uses.
