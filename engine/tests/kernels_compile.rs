@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 34] = [
+    let sets: [&[(&str, &str)]; 36] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -258,6 +258,15 @@ fn linear_switches_compile() {
         &[("QTC_XSPLIT", "3"), ("QTC_WT", "1"), ("QTC_Q8_M1", "2")],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
+        // The one-token lanes loop with its addressing out of the loop (QLIN_M1_LEAN), at the
+        // kernel's unroll and at 2 units.
+        &[("QLIN_INT", "1"), ("QLIN_M1_LEAN", "1"), ("QLIN_M1_WARPS", "16")],
+        &[
+            ("QLIN_INT", "1"),
+            ("QLIN_M1_LEAN", "1"),
+            ("QLIN_M1_UNROLL", "2"),
+            ("LIN_ROWS_M1", "2"),
+        ],
         &[
             ("QLIN_M1_PREFETCH", "16"),
             ("QLIN_M1_WARPS_BIGK", "16"),
