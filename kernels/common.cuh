@@ -303,6 +303,13 @@ __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
 // {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term).
 #define XI_DIGIT_F4 192
 #define XI_CHUNK_F4 224
+// 1: the meta's second word holds fx = digits_combine(X0, X1, X2) (the unit's Σx as Q4_K's min
+// term uses it), computed once when x is staged instead of by every row that reads the unit; the
+// same function on the same integers, so the same float. 0: X0 as int bits, fx formed by each
+// reader. Every reader (xi_fx) and the staging agree, since they compile with the same defines.
+#ifndef QLIN_FX
+#define QLIN_FX 0
+#endif
 
 // v rounded to the nearest integer (ties to even) for |v| < 2^22, and v minus it (exact).
 __device__ __forceinline__ int rint_small(float v, float& rest) {
@@ -368,7 +375,13 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
 #pragma unroll
     for (int k = 0; k < 3; ++k) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
     if (part == 0)
-        xc[XI_DIGIT_F4 + uc] = make_float4(sc, __int_as_float(sum[0]), __int_as_float(sum[1]), __int_as_float(sum[2]));
+        xc[XI_DIGIT_F4 + uc] = make_float4(sc, QLIN_FX ? digits_combine(sum[0], sum[1], sum[2]) : __int_as_float(sum[0]),
+                                           __int_as_float(sum[1]), __int_as_float(sum[2]));
+}
+
+// The unit's fx (Q4_K's Σx term, digits_combine(X0, X1, X2)) from its staged meta.
+__device__ __forceinline__ float xi_fx(const float4 meta) {
+    return QLIN_FX ? meta.y : digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
 }
 
 // ---- Tensor-core helpers (kernels/linear_tc.cu, kernels/linear_tcg.cu) ----

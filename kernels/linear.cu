@@ -358,7 +358,7 @@ __device__ __forceinline__ float qr_unit_int(const uint4 wa, const uint4 wb, con
     const float4 meta = xc[XI_DIGIT_F4 + uc];
     acc = __fmaf_rn(__fmul_rn(d, meta.x), digits_combine(S[0], S[1], S[2]), acc);
     if (F == FMT_Q4_K) {
-        const float fx = digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
+        const float fx = xi_fx(meta);
         acc = __fmaf_rn(-__fmul_rn(ml, meta.x), fx, acc);
     }
     return acc;

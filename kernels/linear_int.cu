@@ -127,8 +127,14 @@ struct ImmaB {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             const float4* mp = xd + tm[c] * tok_f4 + cbase + XI_DIGIT_F4 + uc;
-            if (F == FMT_Q4_K) meta[c] = __ldg(mp);
-            else meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);
+            if (F == FMT_Q4_K && QLIN_FX) {
+                const float2 v = __ldg(reinterpret_cast<const float2*>(mp));  // s and fx
+                meta[c] = make_float4(v.x, v.y, 0.0f, 0.0f);
+            } else if (F == FMT_Q4_K) {
+                meta[c] = __ldg(mp);
+            } else {
+                meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);
+            }
         }
     }
 };
@@ -200,8 +206,7 @@ __device__ __forceinline__ void linear_imma_impl(const float4* __restrict__ xd, 
                                         acc[j][w][n][c]);
                     if (F == FMT_Q4_K) {
                         const float ml = c < 2 ? cur.ma[j][w] : cur.mb[j][w];
-                        const float fx = digits_combine(__float_as_int(mt.y), __float_as_int(mt.z),
-                                                        __float_as_int(mt.w));
+                        const float fx = xi_fx(mt);
                         a = __fmaf_rn(-__fmul_rn(ml, mt.x), fx, a);
                     }
                     acc[j][w][n][c] = a;

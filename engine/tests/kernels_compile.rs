@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 36] = [
+    let sets: [&[(&str, &str)]; 38] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -261,6 +261,14 @@ fn linear_switches_compile() {
         // The one-token lanes loop with its addressing out of the loop (QLIN_M1_LEAN), at the
         // kernel's unroll and at 2 units.
         &[("QLIN_INT", "1"), ("QLIN_M1_LEAN", "1"), ("QLIN_M1_WARPS", "16")],
+        // Q4_K's Σx term formed once when x is staged (QLIN_FX), alone and with the lean loop.
+        &[("QLIN_INT", "1"), ("QLIN_FX", "1")],
+        &[
+            ("QLIN_INT", "1"),
+            ("QLIN_FX", "1"),
+            ("QLIN_M1_LEAN", "1"),
+            ("QLIN_M1_WARPS", "16"),
+        ],
         &[
             ("QLIN_INT", "1"),
             ("QLIN_M1_LEAN", "1"),

@@ -11,14 +11,14 @@
 #     registers, no spills. Same operations in the same order: same bits. The self-check's
 #     M-independence rows (M = 1 against 3, 8, 9, 33, ...) and the tiny lane's batched-vs-solo
 #     q8 gate check it.
-#  3. QLIN_M1_LEAN = 1 (Q4_K's one-token lanes kernel with its addressing out of the loop and
-#     the sub-block index as lane & 7): SASS 100 -> 88 instructions a unit, but 58 -> 74
-#     registers at the H200's unroll of 4 (one 16-warp block an SM instead of two); at unroll 2,
-#     44 registers either way, 100 -> 93 a unit. The first self-check's Q4_K rows (M = 1 against
-#     the other token counts) check its bits.
+#  3. Q4_K's one-token lanes kernel (QLIN_INT = 1): QLIN_M1_LEAN = 1 (addressing out of the
+#     loop, the sub-block index as lane & 7) and QLIN_FX = 1 (the unit's Σx term formed once at
+#     staging): SASS 100 -> 80 instructions a unit with both (55 registers); LEAN alone 88 but 74
+#     registers; FX alone 89 (56). Their bits are checked here (self-check rows M = 1 against the
+#     other token counts, the tiny lane's Q4_K gates); run 108b times them.
 # Prediction: kernel table at M = 1 (µs) q/o 9.1 -> ~8.3, qkv 11.8 -> ~10.8, gate+up 33.6 ->
 # ~32, down 23.2 -> ~21, lm-head 144 -> ~140; Q8_0 bs=1 decode 310 -> 320-330 tok/s. Q4_K:
-# LEAN at unroll 4 a few % either way (fewer instructions, half the warps); no decode A/B yet.
+# Q4_K (run 108b): FX + LEAN 5-10% on the kernels at M = 1, 2-5% on bs=1 decode.
 # Usage: h200_run108.sh MEMRA OUT_DIR (about 8 minutes)
 set -u
 N=$1; O=$2; L=$O/log.txt
@@ -26,9 +26,10 @@ t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 printf '[kernel_defines]\nQTC_Q8_M1 = "1"\n' > /tmp/c-m1.toml
 printf '[kernel_defines]\nQTC_Q8_M1 = "2"\n' > /tmp/c-m2.toml
-printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQLIN_M1_LEAN = "1"\n' > /tmp/c-sk1.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-sk1.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-all.toml
 ok=1
-step "self-check, QTC_SK = 1, QTC_Q8_M1 = 2 and QLIN_M1_LEAN = 1"
+step "self-check, QTC_SK = 1, QTC_Q8_M1 = 2, QLIN_M1_LEAN = 1, QLIN_FX = 1"
 timeout 150 $N --config /tmp/c-sk1.toml probe --self-check > "$O/sc-sk1-m2.txt" 2>&1
 grep -E "self-check: |linear_q8_0|FAIL|rror" "$O/sc-sk1-m2.txt" | tail -6 | cut -c1-220 | tee -a "$L"
 grep -q "self-check: PASS" "$O/sc-sk1-m2.txt" || ok=0
@@ -36,10 +37,10 @@ step "self-check, QTC_Q8_M1 = 2 (the H200 defaults otherwise)"
 timeout 150 $N --config /tmp/c-m2.toml probe --self-check > "$O/sc-m2.txt" 2>&1
 grep -E "self-check: |linear_q8_0|FAIL|rror" "$O/sc-m2.txt" | tail -6 | cut -c1-220 | tee -a "$L"
 grep -q "self-check: PASS" "$O/sc-m2.txt" || ok=0
-step "CUDA lane tiny, QTC_Q8_M1 = 2"
-timeout 150 $N --config /tmp/c-m2.toml gate --lane cuda --only tiny --json "$O/gates.jsonl" > "$O/gates-tiny.txt" 2>&1
+step "CUDA lane tiny, QTC_Q8_M1 = 2, QLIN_M1_LEAN = 1, QLIN_FX = 1"
+timeout 150 $N --config /tmp/c-all.toml gate --lane cuda --only tiny --json "$O/gates.jsonl" > "$O/gates-tiny.txt" 2>&1
 echo "CUDA lane tiny: $(grep -E "gates run" "$O/gates-tiny.txt" | head -1)" | tee -a "$L"
-grep -E "q8" "$O/gates-tiny.txt" | grep -E "GREEN|RED|ERROR" | head -4 | cut -c1-160 | tee -a "$L"
+grep -E "q8|q4" "$O/gates-tiny.txt" | grep -E "GREEN|RED|ERROR" | head -6 | cut -c1-160 | tee -a "$L"
 grep -q " 0 failed" "$O/gates-tiny.txt" || ok=0
 [ $ok = 1 ] || { step "a gate or a self-check is not green: no timing"; grep -E "FAIL|fail|RED|ERROR" "$O"/gates-*.txt "$O"/sc-*.txt | head -20 | cut -c1-200 | tee -a "$L"; exit 1; }
 step "kernel table, Q8_0, M = 1: QTC_Q8_M1 1 / 2 / 2 with 2 units a big group / 2 with 4 units a group / 2 double-buffered"
@@ -47,11 +48,6 @@ timeout 170 $N probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q8_0 --ke
   --variants "QTC_Q8_M1=1;QTC_Q8_M1=2;QTC_Q8_M1=2,QTC_Q8_UNROLL_BIG=2;QTC_Q8_M1=2,QTC_Q8_UNROLL=4;QTC_Q8_M1=2,QTC_Q8_DB=1" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^QTC_Q8_(M1|UNROLL|UNROLL_BIG|DB)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
-step "kernel table, Q4_K, M = 1: default / QLIN_M1_LEAN 1 / LEAN 1 with 2 units unrolled"
-timeout 120 $N probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q4_k --kernel-shapes q/o,qkv,gate+up,down \
-  --variants ";QLIN_M1_LEAN=1;QLIN_M1_LEAN=1,QLIN_M1_UNROLL=2" > "$O/kbench-q4k.txt" 2>&1
-grep -E "defines|^linear |rror" "$O/kbench-q4k.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
-  for (i = 1; i <= n; i++) if (a[i] ~ /^QLIN_M1_(LEAN|UNROLL)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
 for round in 1 2; do
   for m in m1 m2; do
     step "decode q8_0 bs=1, depth 128, $m, round $round"

@@ -404,10 +404,10 @@ pub fn check_serve_flags(args: &BenchArgs, given: &[&str]) -> Result<()> {
     if unused.is_empty() {
         return Ok(());
     }
-    let what = if scenario == Scenario::Serve {
-        "the child server binds 127.0.0.1 on a free port without API keys"
-    } else {
-        "it does not run `memra serve`"
+    let what = match scenario {
+        Scenario::Serve => "the child server binds 127.0.0.1 on a free port without API keys",
+        Scenario::Spec => "it does not run `memra serve`; its drafts are set by --method and --k",
+        _ => "it does not run `memra serve`",
     };
     bail!(
         "{} {} not used by `bench {}` ({what})",
@@ -836,6 +836,8 @@ mod tests {
         check_serve_flags(&args(Some(Scenario::Spec)), &["--draft-model"]).unwrap();
         assert!(check_serve_flags(&args(Some(Scenario::Prefix)), &["--draft-model"]).is_err());
         assert!(check_serve_flags(&args(Some(Scenario::Ttft)), &["--speculative"]).is_err());
+        let e = check_serve_flags(&args(Some(Scenario::Spec)), &["--speculative-k"]).unwrap_err();
+        assert!(format!("{e}").contains("set by --method and --k"), "{e}");
         check_serve_flags(&args(None), &["--port"]).unwrap();
         let mut cmp = args(Some(Scenario::Decode));
         cmp.compare = Some("ref.jsonl".into());

@@ -26,6 +26,7 @@ pub const KERNEL_DEFINES: [&str; 83] = [
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
     "QLIN_M1_LEAN",
+    "QLIN_FX",
     "QLIN_M1_BIGK",
     "QLIN_M1_WARPS_BIGK",
     "QLIN_M1_PREFETCH_BIGK",
