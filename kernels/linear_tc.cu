@@ -281,8 +281,9 @@ __device__ __forceinline__ void tc_q8_m1_slice(const float* __restrict__ x, cons
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
 // QTC_DB, or QTC_Q8_DB for `linear_tc_q8_0_n1`, QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
 // for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG); WT: row tiles a block (QTC_WT, or
-// QTC_WT_ALT for the `_alt` entries); M1: QTC_Q8_M1, Q8_0, NT = 1 and M = 1 (BF16 keeps the
-// general loop: memory-bound, and its one-unit groups would stage x for every unit).
+// QTC_WT_ALT for the `_alt` entries); M1: 0 the general loop, 1 QTC_Q8_M1 = 1's loop inside the
+// `_n1` entries, 2 tc_q8_m1_slice in the `_m1` entries (both Q8_0, NT = 1 and M = 1 only; BF16
+// keeps the general loop: memory-bound, and its one-unit groups would stage x for every unit).
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
