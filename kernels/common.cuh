@@ -391,6 +391,20 @@ __device__ __forceinline__ float xi_fx(const float4 meta) {
 #define QTC_XSPLIT 3
 #endif
 
+// The tensor-core linear forms (linear_tc.cu, linear_tct.cu): warps per block, each one K slice of the block's row tiles (a fixed split of K: part of the
+// reduction order, the same for every M).
+#ifndef QTC_SPLIT
+#define QTC_SPLIT 8
+#endif
+// Slices for matrices of at least QTC_BIG_ROWS rows (host side), when not 0: such a matrix has
+// blocks enough to fill the device with fewer warps each (run 39: 4 slices take the 28672-row
+// gate+up in 57.9 us against 64.6 with 16, but the 4096-row matrices need 16). The slice count is
+// part of a matrix's reduction order, fixed by its shape, never by M; every form of the kernel
+// (one-token, tiled) uses the same count for the same matrix.
+#ifndef QTC_SPLIT_BIG
+#define QTC_SPLIT_BIG 0
+#endif
+
 #define TC_BF16 0
 #define TC_Q8_0 1
 

@@ -260,7 +260,11 @@ fn linear_switches_compile() {
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
         // The one-token lanes loop with its addressing out of the loop (QLIN_M1_LEAN), at the
         // kernel's unroll and at 2 units.
-        &[("QLIN_INT", "1"), ("QLIN_M1_LEAN", "1"), ("QLIN_M1_WARPS", "16")],
+        &[
+            ("QLIN_INT", "1"),
+            ("QLIN_M1_LEAN", "1"),
+            ("QLIN_M1_WARPS", "16"),
+        ],
         // Q4_K's Σx term formed once when x is staged (QLIN_FX), alone and with the lean loop.
         &[("QLIN_INT", "1"), ("QLIN_FX", "1")],
         &[
@@ -358,6 +362,7 @@ fn linear_switches_compile() {
         for name in [
             "linear.cu",
             "linear_tc.cu",
+            "linear_tct.cu",
             "linear_tcs.cu",
             "linear_tcg.cu",
             "linear_tcw.cu",

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 83] = [
+pub const KERNEL_DEFINES: [&str; 85] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",

@@ -70,7 +70,7 @@ pub(super) fn attn_fits(name: &str, v: u32, defines: &BTreeMap<String, String>) 
 /// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB; QTC_Q8_DB: QTC_DB), else `default`, the kernel's own default.
 pub(super) fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
     let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
-    // The chains of kernels/linear_tc.cu's #defines, nearest first.
+    // The chains of kernels/linear_tc.cu's #defines (QTC_SPLIT, QTC_SPLIT_BIG: common.cuh), nearest first.
     let follows: &[&str] = match name {
         "QTC_DB_BIG" => &["QTC_DB"],
         "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" => &["QTC_UNROLL"],

@@ -49,6 +49,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear_tc.cu"),
     },
     KernelSource {
+        name: "linear_tct.cu",
+        src: include_str!("../../../../kernels/linear_tct.cu"),
+    },
+    KernelSource {
         name: "linear_tcs.cu",
         src: include_str!("../../../../kernels/linear_tcs.cu"),
     },

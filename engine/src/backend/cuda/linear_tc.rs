@@ -468,7 +468,7 @@ impl CudaDevice {
     }
 
     /// The tiled form of [`CudaDevice::linear_tc`] for many tokens (QTC_GEMM = 1 and m at
-    /// least QTC_GEMM_MIN, default 64): `linear_tcg_*` of kernels/linear_tc.cu, blocks of 128
+    /// least QTC_GEMM_MIN, default 64): `linear_tcg_*` of kernels/linear_tct.cu, blocks of 128
     /// rows by 128 tokens with x and the weights staged in shared memory, each row computed by the
     /// same chain as the one-token form (so bit-identical for every M). Errors: another format,
     /// the shared-memory opt-in, a launch failure.
@@ -481,7 +481,7 @@ impl CudaDevice {
         m: usize,
         split_canary: bool,
     ) -> Result<()> {
-        // TCG_MT, TCG_NT, TCG_XW, TCG_XF and TCG_STAGES of kernels/linear_tc.cu.
+        // TCG_MT, TCG_NT, TCG_XW, TCG_XF and TCG_STAGES of kernels/linear_tct.cu.
         const ROW_TILES: u32 = 8;
         const TOKENS: u32 = 128;
         const XW: u32 = 20;
@@ -506,7 +506,7 @@ impl CudaDevice {
             block_dim: (256, 1, 1),
             shared_mem_bytes: STAGES * (w_stage + x_stage),
         };
-        self.launch_linear("linear_tc.cu", &func, cfg, x, w, ys, rows, m, split_canary)
+        self.launch_linear("linear_tct.cu", &func, cfg, x, w, ys, rows, m, split_canary)
     }
 
     /// `y = x W^T (+ bias)` for M > 1 on the integer tensor-core kernels
