@@ -3,8 +3,9 @@
 # A/B, in one call:
 #  1. The split-K form moved to kernels/linear_tcs.cu (d5303c9) and the first tiled form to
 #     kernels/linear_tct.cu (bef8291), SASS unchanged, have not run on a GPU since: the first
-#     self-check sets QTC_SK = 1 (9-32 tokens through the split-K form) and QTC_GEMM = 1 (258
-#     tokens and up through the tiled form).
+#     self-check sets QTC_SK = 1 (9-32 tokens through the split-K form); the last step, which
+#     gates nothing, runs one with QTC_GEMM = 1 (258 tokens and up through the tiled form; the
+#     H200 defaults use the wgmma form, QTC_GEMM = 3).
 #  2. QTC_Q8_M1 = 2 (99d48e6): Q8_0 one-token launches take `linear_tc_q8_0_m1*`, the M = 1 loop
 #     of QTC_Q8_M1 = 1 with its addressing and bounds tests out of the groups (one pointer a
 #     stream moved by a constant, the other row tile at a block-uniform offset, no predicates in
@@ -28,10 +29,11 @@ t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 printf '[kernel_defines]\nQTC_Q8_M1 = "1"\n' > /tmp/c-m1.toml
 printf '[kernel_defines]\nQTC_Q8_M1 = "2"\n' > /tmp/c-m2.toml
-printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQTC_GEMM = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-sk1.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-sk1.toml
+printf '[kernel_defines]\nQTC_GEMM = "1"\n' > /tmp/c-g1.toml
 printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-all.toml
 ok=1
-step "self-check, QTC_SK = 1, QTC_GEMM = 1, QTC_Q8_M1 = 2, QLIN_M1_LEAN = 1, QLIN_FX = 1"
+step "self-check, QTC_SK = 1, QTC_Q8_M1 = 2, QLIN_M1_LEAN = 1, QLIN_FX = 1"
 timeout 150 $N --config /tmp/c-sk1.toml probe --self-check > "$O/sc-sk1-m2.txt" 2>&1
 grep -E "self-check: |linear_q8_0|FAIL|rror" "$O/sc-sk1-m2.txt" | tail -6 | cut -c1-220 | tee -a "$L"
 grep -q "self-check: PASS" "$O/sc-sk1-m2.txt" || ok=0
@@ -58,4 +60,7 @@ for round in 1 2; do
       | sed "s/^/$m /" | cut -c1-160 | tee -a "$L"
   done
 done
+step "self-check, QTC_GEMM = 1 (the tiled form's move; gates nothing above)"
+timeout 120 $N --config /tmp/c-g1.toml probe --self-check > "$O/sc-g1.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/sc-g1.txt" | tail -4 | cut -c1-220 | tee -a "$L"
 step done
