@@ -300,7 +300,8 @@ __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
 #endif
 // Shared memory per token and 1,024-element chunk: digit k of unit uc in the 16-byte slots
 // (2k)·32 + uc (elements 0–15) and (2k+1)·32 + uc (16–31), then per unit a float4 meta
-// {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term).
+// {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term; with QLIN_FX = 1 the second
+// word is fx = digits_combine(X0, X1, X2) instead, as a float).
 #define XI_DIGIT_F4 192
 #define XI_CHUNK_F4 224
 // 1: the meta's second word holds fx = digits_combine(X0, X1, X2) (the unit's Σx as Q4_K's min

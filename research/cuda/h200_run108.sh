@@ -23,15 +23,18 @@
 # ~32, down 23.2 -> ~21, lm-head 144 -> ~140; Q8_0 bs=1 decode 310 -> 320-330 tok/s. Q4_K:
 # Q4_K (run 108b): FX + LEAN 5-10% on the kernels at M = 1, 2-5% on bs=1 decode.
 # Usage: h200_run108.sh MEMRA OUT_DIR (about 8 minutes)
+# The H200's tuned defaults (boards/defaults/nvidia-h200.toml) apply only on an H200: check the
+# device line first (an H100 would time other defines).
 set -u
 N=$1; O=$2; L=$O/log.txt
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$L"
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
 printf '[kernel_defines]\nQTC_Q8_M1 = "1"\n' > /tmp/c-m1.toml
 printf '[kernel_defines]\nQTC_Q8_M1 = "2"\n' > /tmp/c-m2.toml
-printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-sk1.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQTC_SK = "1"\nQLIN_INT = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-sk1.toml
 printf '[kernel_defines]\nQTC_GEMM = "1"\n' > /tmp/c-g1.toml
-printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-all.toml
+printf '[kernel_defines]\nQTC_Q8_M1 = "2"\nQLIN_INT = "1"\nQLIN_M1_LEAN = "1"\nQLIN_FX = "1"\n' > /tmp/c-all.toml
 ok=1
 step "self-check, QTC_SK = 1, QTC_Q8_M1 = 2, QLIN_M1_LEAN = 1, QLIN_FX = 1"
 timeout 150 $N --config /tmp/c-sk1.toml probe --self-check > "$O/sc-sk1-m2.txt" 2>&1

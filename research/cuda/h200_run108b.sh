@@ -8,13 +8,14 @@
 # Usage: h200_run108b.sh MEMRA OUT_DIR (about 6 minutes)
 set -u
 N=$1; O=$2; L=$O/log.txt
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$L"
 t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
-printf '[kernel_defines]\nQLIN_FX = "0"\n' > /tmp/c-base.toml
-printf '[kernel_defines]\nQLIN_FX = "1"\nQLIN_M1_LEAN = "1"\n' > /tmp/c-fxl.toml
+printf '[kernel_defines]\nQLIN_INT = "1"\nQLIN_FX = "0"\n' > /tmp/c-base.toml
+printf '[kernel_defines]\nQLIN_INT = "1"\nQLIN_FX = "1"\nQLIN_M1_LEAN = "1"\n' > /tmp/c-fxl.toml
 step "kernel table, Q4_K, M = 1: default / FX / LEAN / FX + LEAN / FX + LEAN at unroll 2"
 timeout 150 $N probe --bench-kernels --kernel-tokens 1 --kernel-dtypes q4_k --kernel-shapes q/o,qkv,gate+up,down \
-  --variants ";QLIN_FX=1;QLIN_M1_LEAN=1;QLIN_FX=1,QLIN_M1_LEAN=1;QLIN_FX=1,QLIN_M1_LEAN=1,QLIN_M1_UNROLL=2" > "$O/kbench-q4k.txt" 2>&1
+  --variants "QLIN_INT=1;QLIN_INT=1,QLIN_FX=1;QLIN_INT=1,QLIN_M1_LEAN=1;QLIN_INT=1,QLIN_FX=1,QLIN_M1_LEAN=1;QLIN_INT=1,QLIN_FX=1,QLIN_M1_LEAN=1,QLIN_M1_UNROLL=2" > "$O/kbench-q4k.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench-q4k.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^QLIN_(FX|M1_LEAN|M1_UNROLL)=/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
 for round in 1 2; do
