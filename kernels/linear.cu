@@ -268,7 +268,12 @@ __device__ __forceinline__ void qr_load(const u8* __restrict__ q, const u8* __re
 
 // The 32 quant values of unit u as 8 words of 4 bytes (element e at byte e % 4 of word e / 4:
 // Q8_0 int8, Q4_K the nibble as a byte) and the unit's scale d (and, for Q4_K, its min term ml).
-template <int F>
+// LANEJ (QLIN_M1_LEAN's loop, where j = u & 7 is the lane's own constant): the 6-bit scale and
+// min by one branch-free form whose selectors and masks depend on j alone (three byte permutes,
+// shifts and masks), so they are computed once outside the loop; the same integers as the
+// branches below for every j and every header (both forms read bytes j & 3 of the 12-byte table's
+// three words).
+template <int F, bool LANEJ = false>
 __device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u16 dq, int u, u32 (&words)[8], float& d,
                                          float& ml) {
     ml = 0.0f;
@@ -291,7 +296,15 @@ __device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u
             return (int)((w >> (8 * (b & 3))) & 0xff);
         };
         int sc, mn;
-        if (j < 4) {
+        if (LANEJ) {
+            // j < 4: sc = A & 63, mn = B & 63; j >= 4: sc = (C & 15) | ((A >> 2) & 48), mn =
+            // (C >> 4) | ((B >> 2) & 48); A, B, C = byte j & 3 of the table's words 0, 1, 2.
+            const u32 sel = 0x4440u | (u32)(j & 3), s2 = j < 4 ? 0u : 2u;
+            const u32 mA = j < 4 ? 0x3Fu : 0x30u, mC = j < 4 ? 0u : 0x0Fu;
+            const u32 A = __byte_perm(wb.y, 0u, sel), B = __byte_perm(wb.z, 0u, sel), C = __byte_perm(wb.w, 0u, sel);
+            sc = (int)(((A >> s2) & mA) | (C & mC));
+            mn = (int)(((B >> s2) & mA) | ((C >> 4) & mC));
+        } else if (j < 4) {
             sc = s8(j) & 0x3F;
             mn = s8(j + 4) & 0x3F;
         } else {
@@ -338,12 +351,12 @@ __device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u
 // QLIN_INT = 1: one unit against x staged as integer digits (common.cuh stage_digits; `xc`: the
 // token's chunk, `uc`: the unit's index in it). Σ q·x_d per digit is an exact int32 (dp4a), so
 // any kernel that forms the same three sums and combines them as here gets the same bits.
-template <int F>
+template <int F, bool LANEJ = false>
 __device__ __forceinline__ float qr_unit_int(const uint4 wa, const uint4 wb, const u16 dq, int u, int uc,
                                              const float4* xc, float acc) {
     u32 words[8];
     float d, ml;
-    qr_words<F>(wa, wb, dq, u, words, d, ml);
+    qr_words<F, LANEJ>(wa, wb, dq, u, words, d, ml);
     const uint4* dig = reinterpret_cast<const uint4*>(xc);
     int S[3];
 #pragma unroll
@@ -568,7 +581,7 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
                         wa = *reinterpret_cast<const uint4*>(qp[i]);
                         wb = *reinterpret_cast<const uint4*>(hp[i]);
                     }
-                    acc[i] = qr_unit_int<F>(wa, wb, dq, jl, lane, xc, acc[i]);
+                    acc[i] = qr_unit_int<F, true>(wa, wb, dq, jl, lane, xc, acc[i]);
                     qp[i] += F == FMT_Q8_0 ? 32 * 32 : 32 * 16;
                     hp[i] += F == FMT_Q8_0 ? 2 * 32 : 4 * 16;
                 }

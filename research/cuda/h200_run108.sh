@@ -16,8 +16,8 @@
 #     q8 gate check it.
 #  3. Q4_K's one-token lanes kernel (QLIN_INT = 1): QLIN_M1_LEAN = 1 (addressing out of the
 #     loop, the sub-block index as lane & 7) and QLIN_FX = 1 (the unit's Σx term formed once at
-#     staging): SASS 100 -> 80 instructions a unit with both (55 registers); LEAN alone 88 but 74
-#     registers; FX alone 89 (56). Their bits are checked here (self-check rows M = 1 against the
+#     staging): SASS 100 -> 76 instructions a unit with both (62 registers); LEAN alone 83 (64);
+#     FX alone 89 (56). Their bits are checked here (self-check rows M = 1 against the
 #     other token counts, the tiny lane's Q4_K gates); run 108b times them.
 # Prediction: kernel table at M = 1 (µs) q/o 9.1 -> ~8.3, qkv 11.8 -> ~10.8, gate+up 33.6 ->
 # ~32, down 23.2 -> ~21, lm-head 144 -> ~140; Q8_0 bs=1 decode 310 -> 320-330 tok/s. Q4_K:

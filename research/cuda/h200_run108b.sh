@@ -1,10 +1,10 @@
 #!/bin/bash
 # Twenty-eighth session, second call (after run 108's checks are green): Q4_K at M = 1 with
 # QLIN_FX (the unit's Σx term formed once at staging) and QLIN_M1_LEAN (the one-token lanes loop
-# with its addressing out of the loop). SASS (NVRTC 13.0, sm_90a, H200 defines): the loop 100 ->
-# 89 instructions a unit with FX (56 registers), 88 with LEAN (74 registers: one 16-warp block an
-# SM), 80 with both (55 registers). Same bits (run 108's self-check and tiny lane).
-# Prediction: Q4_K kernels at M = 1 5-10% faster with both; bs=1 decode 343 -> 350-360 tok/s.
+# with its addressing out of the loop and a branch-free scale decode). SASS (NVRTC 13.0, sm_90a,
+# H200 defines): the loop 100 -> 89 instructions a unit with FX (56 registers), 83 with LEAN (64),
+# 76 with both (62). Same bits (run 108's self-check and tiny lane).
+# Prediction: Q4_K kernels at M = 1 8-15% faster with both; bs=1 decode 343 -> 355-370 tok/s.
 # Usage: h200_run108b.sh MEMRA OUT_DIR (about 6 minutes)
 set -u
 N=$1; O=$2; L=$O/log.txt
