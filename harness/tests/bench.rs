@@ -1,89 +1,14 @@
 //! `memra bench` end to end through the built binary on the CPU backend with the tiny synthetic
-//! model (`synth:tiny-llama:q4_k`, written in milliseconds into each test's own cache): every
-//! scenario runs with tiny parameters and writes rows with sane values, and `--compare` flags a
-//! reference row that was altered. Every command runs in a temporary directory and writes its
-//! rows with --out, so nothing lands in the repository.
+//! model: every scenario runs with tiny parameters and writes rows with sane values, and cells
+//! that cannot run as asked are refused. Every command runs in a temporary directory and writes
+//! its rows with --out, so nothing lands in the repository. `--compare`: tests/bench_compare.rs.
 
+mod bench_util;
+
+use bench_util::{check_common, f, read_rows, Bench, MODEL};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-const MODEL: &str = "synth:tiny-llama:q4_k";
-
-struct Bench {
-    dir: tempfile::TempDir,
-}
-
-impl Bench {
-    fn new() -> Bench {
-        Bench {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// `memra --backend cpu ... bench ARGS --model MODEL` in the temporary directory.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_memra"))
-            .args(["--backend", "cpu", "--kv-cache-mib", "16", "--cache-dir"])
-            .arg(self.path("cache"))
-            .arg("bench")
-            .args(args)
-            .args(["--model", MODEL])
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .env_remove("MEMRA_CONFIG")
-            .env_remove("MEMRA_API_KEY")
-            .output()
-            .expect("run memra")
-    }
-
-    /// Runs a scenario that must succeed, writing to OUT, and returns the rows it wrote.
-    fn rows(&self, out: &str, args: &[&str]) -> Vec<Value> {
-        let mut all = args.to_vec();
-        let o = self.path(out);
-        all.extend(["--out", o.to_str().unwrap()]);
-        let r = self.run(&all);
-        assert!(
-            r.status.success(),
-            "memra bench {all:?} failed:\n{}",
-            String::from_utf8_lossy(&r.stderr)
-        );
-        read_rows(&o)
-    }
-}
-
-fn read_rows(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64()
-        .unwrap_or_else(|| panic!("no number {k:?} in {v}"))
-}
-
-/// The fields every row has, with median/min/max consistent and positive.
-fn check_common(r: &Value, scenario: &str, n: u64) {
-    assert_eq!(r["scenario"], scenario, "{r}");
-    assert_eq!(r["backend"], "cpu");
-    assert_eq!(r["model"], "tiny-llama-q4_k.gguf");
-    assert_eq!(r["dtype"], "Q4_K");
-    // The CPU's model name and the backend's threads: "AMD EPYC (2 threads)".
-    let threads = format!(" ({} threads)", r["host_threads"]);
-    assert!(r["device"].as_str().unwrap().ends_with(&threads), "{r}");
-    assert!(f(r, "copy_gbps") > 0.0 && f(r, "weight_bytes") > 0.0 && f(r, "time") > 0.0);
-    assert!(!r["commit"].as_str().unwrap().is_empty());
-    assert_eq!(r["n"].as_u64(), Some(n), "{r}");
-    let (md, lo, hi) = (f(r, "median"), f(r, "min"), f(r, "max"));
-    assert!(lo > 0.0 && lo <= md && md <= hi, "{r}");
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 #[test]
 fn decode_and_ttft_rows() {
@@ -443,87 +368,6 @@ fn prefix_hit_vs_cold() {
     assert!(f(ratio, "median") > 1.5, "a prefix hit is faster: {ratio}");
 }
 
-/// A REF file of one decode row, with its median/min/max scaled by `scale`.
-fn altered(rows: &[Value], scale: f64) -> String {
-    let mut r = rows[0].clone();
-    for k in ["median", "min", "max"] {
-        r[k] = (f(&r, k) * scale).into();
-    }
-    format!("{r}\n")
-}
-
-#[test]
-fn compare_flags_an_altered_reference() {
-    let b = Bench::new();
-    let args = [
-        "decode",
-        "--depth",
-        "8",
-        "--new-tokens",
-        "32",
-        "--reps",
-        "2",
-    ];
-    let rows = b.rows("ref.jsonl", &args);
-    let cmp = |name: &str, text: &str| {
-        let p = b.path(name);
-        std::fs::write(&p, text).unwrap();
-        b.run(&["--compare", p.to_str().unwrap(), "--reps", "2"])
-    };
-    // 1000 x the measured tok/s: this build is far slower than that.
-    let o = cmp("slow.jsonl", &altered(&rows, 1000.0));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!o.status.success(), "{out}");
-    assert!(
-        out.contains("REGRESSED") && out.contains("decode {\"batch\":1"),
-        "{out}"
-    );
-    assert!(String::from_utf8_lossy(&o.stderr).contains("1 of 1 cells regressed"));
-    // 1/1000 of it: improved, exit 0.
-    let o = cmp("fast.jsonl", &altered(&rows, 0.001));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        out.contains("improved") && !out.contains("REGRESSED"),
-        "{out}"
-    );
-    // A spread that covers anything: same.
-    let mut wide = rows[0].clone();
-    wide["min"] = 1e-9.into();
-    wide["max"] = 1e12.into();
-    let o = cmp("wide.jsonl", &format!("{wide}\n"));
-    assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("same"));
-    // Compare never writes rows without --out.
-    assert!(!b.path("research").exists());
-    // A cell whose params record a setting this run does not have cannot be re-measured.
-    let mut other = rows[0].clone();
-    other["params"]["bogus"] = 1.into();
-    let o = cmp("other.jsonl", &format!("{other}\n"));
-    assert!(!o.status.success());
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        out.contains("NOT RE-MEASURED: this run's params differ (bogus none here, 1 in REF)"),
-        "{out}"
-    );
-    // Rows of another model are skipped, and a file of nothing else is an error.
-    let mut m = rows[0].clone();
-    m["model"] = "llama-3.1-8b-bf16.gguf".into();
-    let o = cmp("model.jsonl", &format!("{m}\n"));
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("has no cells measured"));
-    // So are rows measured under other engine settings (kernel defines, KV dtype).
-    let mut s = rows[0].clone();
-    s["settings"] = serde_json::json!({"kernel_defines": {"QTC": "1"}});
-    let o = cmp("settings.jsonl", &format!("{s}\n"));
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("settings"));
-}
-
 /// `--vs` measures each anchor on each decode cell and records it in the row; an anchor that
 /// cannot run (here: no llama-bench binary; the HF anchors need an HF checkpoint, and this GGUF
 /// model's HF sibling is only written for bf16/f16 synthetic models) is recorded with its error,
@@ -727,83 +571,5 @@ fn impossible_cells_are_refused() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
-    }
-}
-
-/// `--compare REF --against BIN`: BIN measures REF's cells now, one run per round interleaved
-/// with this build's runs, and is the reference. BIN here is a stand-in "other build": a script
-/// that logs its arguments, runs this memra, and scales the tok/s it wrote by FACTOR, so the
-/// verdicts are known: 1000 x faster makes this build REGRESSED (exit non-zero), 1/1000 improved.
-#[test]
-fn compare_against_another_build_interleaves_and_uses_its_runs() {
-    let b = Bench::new();
-    let args = [
-        "decode",
-        "--depth",
-        "8",
-        "--new-tokens",
-        "16",
-        "--reps",
-        "1",
-    ];
-    b.rows("ref.jsonl", &args);
-    let refp = b.path("ref.jsonl");
-    let log = b.path("other.log");
-    let script = |factor: f64| {
-        let p = b.path(&format!("other-{factor}"));
-        let body = format!(
-            "#!/bin/sh\necho \"$@\" >> {log}\n{memra} \"$@\" || exit $?\nout=''\nprev=''\n\
-             for a in \"$@\"; do [ \"$prev\" = --out ] && out=$a; prev=$a; done\n\
-             python3 - \"$out\" <<'PY'\nimport json, sys\np = sys.argv[1]\n\
-             rows = [json.loads(l) for l in open(p) if l.strip()]\n\
-             for r in rows:\n    for k in ('median', 'min', 'max'):\n        r[k] *= {factor}\n\
-             open(p, 'w').write(''.join(json.dumps(r) + '\\n' for r in rows))\nPY\n",
-            log = log.display(),
-            memra = env!("CARGO_BIN_EXE_memra"),
-        );
-        std::fs::write(&p, body).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    };
-    for (factor, regressed) in [(1000.0, true), (0.001, false)] {
-        let _ = std::fs::remove_file(&log);
-        let bin = script(factor);
-        let o = b.run(&[
-            "--compare",
-            refp.to_str().unwrap(),
-            "--against",
-            bin.to_str().unwrap(),
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-        ]);
-        let (out, err) = (
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr),
-        );
-        assert_eq!(!o.status.success(), regressed, "{out}{err}");
-        let want = if regressed { "REGRESSED" } else { "improved" };
-        assert!(
-            out.contains(want) && out.contains("decode {\"batch\":1"),
-            "{out}"
-        );
-        assert!(err.contains("interleaved"), "{err}");
-        // One BIN run per round, each with the global flags and the cell's flags.
-        let calls: Vec<String> = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
-        assert_eq!(calls.len(), 3, "{calls:?}");
-        for c in &calls {
-            assert!(
-                c.starts_with("--backend cpu --kv-cache-mib 16 --cache-dir ")
-                    && c.contains(" bench decode --batch 1 --depth 8 --new-tokens 16 ")
-                    && c.contains("--reps 1"),
-                "{c}"
-            );
-        }
     }
 }
