@@ -88,21 +88,17 @@ fn main() -> std::process::ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    let serve_flags = cli.config.serve_flags();
     if let (Command::Bench(a), Some(m)) = (&cli.command, matches.subcommand_matches("bench")) {
-        if let Err(e) = bench::check_scenario_flags(a, m) {
+        let checked = bench::check_scenario_flags(a, m)
+            .and_then(|()| bench::check_serve_flags(a, &serve_flags));
+        if let Err(e) = checked {
             eprintln!("error: {e:#}");
             return std::process::ExitCode::from(2);
         }
     }
     if !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         die_quietly_on_a_closed_pipe();
-    }
-    let serve_flags = cli.config.serve_flags();
-    if let Command::Bench(a) = &cli.command {
-        if let Err(e) = bench::check_serve_flags(a, &serve_flags) {
-            eprintln!("error: {e:#}");
-            return std::process::ExitCode::from(2);
-        }
     }
     if !serve_flags.is_empty() && !matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         let (verb, noun, pron) = if serve_flags.len() == 1 {
