@@ -333,7 +333,11 @@ __device__ __forceinline__ float digits_combine(int s0, int s1, int s2) {
 }
 
 // Stages x[4·s .. 4·s+4) of a chunk (`v`, float4 slot s of 0..255; the unit's 8 slots are held by
-// 8 consecutive lanes, every lane of the warp calling) as digits into the chunk `xc`.
+// 8 consecutive lanes, every lane of the warp calling) as digits into the chunk `xc`. LAYOUT 0:
+// the slots above; 1 (kernels/linear_mma1.cu): digit k's word w of unit uc's low half (elements
+// 4w .. 4w+3) at u32 ((k·32 + uc)·4 + w)·2 and of its high half (16 + 4w ..) at the next u32, so
+// one 16-byte load holds an MMA's B words of two word pairs. Same digits and meta either way.
+template <int LAYOUT = 0>
 __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     const float e[4] = {v.x, v.y, v.z, v.w};
     float m = 0.0f;
@@ -374,7 +378,10 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     const int uc = s >> 3, part = s & 7;
     u32* dig = reinterpret_cast<u32*>(xc);
 #pragma unroll
-    for (int k = 0; k < 3; ++k) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
+    for (int k = 0; k < 3; ++k) {
+        if (LAYOUT == 0) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
+        else dig[((k * 32 + uc) * 4 + (part & 3)) * 2 + (part >> 2)] = word[k];
+    }
     if (part == 0)
         xc[XI_DIGIT_F4 + uc] = make_float4(sc, QLIN_FX ? digits_combine(sum[0], sum[1], sum[2]) : __int_as_float(sum[0]),
                                            __int_as_float(sum[1]), __int_as_float(sum[2]));
@@ -383,6 +390,64 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
 // The unit's fx (Q4_K's Σx term, digits_combine(X0, X1, X2)) from its staged meta.
 __device__ __forceinline__ float xi_fx(const float4 meta) {
     return QLIN_FX ? meta.y : digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
+}
+
+// The 32 quant values of unit u as 8 words of 4 bytes (element e at byte e % 4 of word e / 4:
+// Q8_0 int8, Q4_K the nibble as a byte) and the unit's scale d (and, for Q4_K, its min term ml).
+// LANEJ (QLIN_M1_LEAN's loop, where j = u & 7 is the lane's own constant): the 6-bit scale and
+// min by one branch-free form whose selectors and masks depend on j alone (three byte permutes,
+// shifts and masks), so they are computed once outside the loop; the same integers as the
+// branches below for every j and every header (both forms read bytes j & 3 of the 12-byte table's
+// three words).
+template <int F, bool LANEJ = false>
+__device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u16 dq, int u, u32 (&words)[8], float& d,
+                                         float& ml) {
+    ml = 0.0f;
+    if (F == FMT_Q8_0) {
+        words[0] = wa.x; words[1] = wa.y; words[2] = wa.z; words[3] = wa.w;
+        words[4] = wb.x; words[5] = wb.y; words[6] = wb.z; words[7] = wb.w;
+        d = f16_bits_to_f32(dq);
+    } else {
+        const u32 wq[4] = {wa.x, wa.y, wa.z, wa.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            words[w] = wq[w] & 0x0f0f0f0fu;
+            words[4 + w] = (wq[w] >> 4) & 0x0f0f0f0fu;
+        }
+        const float dd = f16_bits_to_f32((u16)(wb.x & 0xffffu));
+        const float dmin = f16_bits_to_f32((u16)(wb.x >> 16));
+        const int j = u & 7;
+        auto s8 = [&](int b) -> int {
+            const u32 w = b < 4 ? wb.y : (b < 8 ? wb.z : wb.w);
+            return (int)((w >> (8 * (b & 3))) & 0xff);
+        };
+        int sc, mn;
+        if (LANEJ) {
+            // j < 4: sc = A & 63, mn = B & 63; j >= 4: sc = (C & 15) | ((A >> 2) & 48), mn =
+            // (C >> 4) | ((B >> 2) & 48); A, B, C = byte j & 3 of the table's words 0, 1, 2.
+            const u32 sel = 0x4440u | (u32)(j & 3), s2 = j < 4 ? 0u : 2u;
+            const u32 mA = j < 4 ? 0x3Fu : 0x30u, mC = j < 4 ? 0u : 0x0Fu;
+            const u32 A = __byte_perm(wb.y, 0u, sel), B = __byte_perm(wb.z, 0u, sel), C = __byte_perm(wb.w, 0u, sel);
+            sc = (int)(((A >> s2) & mA) | (C & mC));
+            mn = (int)(((B >> s2) & mA) | ((C >> 4) & mC));
+        } else if (j < 4) {
+            sc = s8(j) & 0x3F;
+            mn = s8(j + 4) & 0x3F;
+        } else {
+            sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
+            mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
+        }
+        d = __fmul_rn(dd, (float)sc);
+        ml = __fmul_rn(dmin, (float)mn);
+    }
+}
+
+// d += a * b over one unit: m16n8k32, int8 inputs, int32 accumulation (exact).
+__device__ __forceinline__ void imma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // ---- Tensor-core helpers (kernels/linear_tc.cu, kernels/linear_tcg.cu) ----

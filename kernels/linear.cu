@@ -266,56 +266,6 @@ __device__ __forceinline__ void qr_load(const u8* __restrict__ q, const u8* __re
     }
 }
 
-// The 32 quant values of unit u as 8 words of 4 bytes (element e at byte e % 4 of word e / 4:
-// Q8_0 int8, Q4_K the nibble as a byte) and the unit's scale d (and, for Q4_K, its min term ml).
-// LANEJ (QLIN_M1_LEAN's loop, where j = u & 7 is the lane's own constant): the 6-bit scale and
-// min by one branch-free form whose selectors and masks depend on j alone (three byte permutes,
-// shifts and masks), so they are computed once outside the loop; the same integers as the
-// branches below for every j and every header (both forms read bytes j & 3 of the 12-byte table's
-// three words).
-template <int F, bool LANEJ = false>
-__device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u16 dq, int u, u32 (&words)[8], float& d,
-                                         float& ml) {
-    ml = 0.0f;
-    if (F == FMT_Q8_0) {
-        words[0] = wa.x; words[1] = wa.y; words[2] = wa.z; words[3] = wa.w;
-        words[4] = wb.x; words[5] = wb.y; words[6] = wb.z; words[7] = wb.w;
-        d = f16_bits_to_f32(dq);
-    } else {
-        const u32 wq[4] = {wa.x, wa.y, wa.z, wa.w};
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            words[w] = wq[w] & 0x0f0f0f0fu;
-            words[4 + w] = (wq[w] >> 4) & 0x0f0f0f0fu;
-        }
-        const float dd = f16_bits_to_f32((u16)(wb.x & 0xffffu));
-        const float dmin = f16_bits_to_f32((u16)(wb.x >> 16));
-        const int j = u & 7;
-        auto s8 = [&](int b) -> int {
-            const u32 w = b < 4 ? wb.y : (b < 8 ? wb.z : wb.w);
-            return (int)((w >> (8 * (b & 3))) & 0xff);
-        };
-        int sc, mn;
-        if (LANEJ) {
-            // j < 4: sc = A & 63, mn = B & 63; j >= 4: sc = (C & 15) | ((A >> 2) & 48), mn =
-            // (C >> 4) | ((B >> 2) & 48); A, B, C = byte j & 3 of the table's words 0, 1, 2.
-            const u32 sel = 0x4440u | (u32)(j & 3), s2 = j < 4 ? 0u : 2u;
-            const u32 mA = j < 4 ? 0x3Fu : 0x30u, mC = j < 4 ? 0u : 0x0Fu;
-            const u32 A = __byte_perm(wb.y, 0u, sel), B = __byte_perm(wb.z, 0u, sel), C = __byte_perm(wb.w, 0u, sel);
-            sc = (int)(((A >> s2) & mA) | (C & mC));
-            mn = (int)(((B >> s2) & mA) | ((C >> 4) & mC));
-        } else if (j < 4) {
-            sc = s8(j) & 0x3F;
-            mn = s8(j + 4) & 0x3F;
-        } else {
-            sc = (s8(j + 4) & 0x0F) | ((s8(j - 4) >> 2) & 0x30);
-            mn = (s8(j + 4) >> 4) | ((s8(j) >> 2) & 0x30);
-        }
-        d = __fmul_rn(dd, (float)sc);
-        ml = __fmul_rn(dmin, (float)mn);
-    }
-}
-
 // One unit of one row against one token's staged x (`xt`: the unit's chunk, swizzled; `xsum`:
 // the unit's Σ x), accumulated into `acc` exactly as linear_qr_impl does.
 template <int F>

@@ -57,14 +57,6 @@ extern "C" __global__ void __launch_bounds__(256) stage_x_int(const float* __res
     stage_digits(v, s, xd + ((size_t)tk * nc + c) * XI_CHUNK_F4);
 }
 
-// d += a * b over one unit: m16n8k32, int8 inputs, int32 accumulation (exact).
-__device__ __forceinline__ void imma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Elements 8t .. 8t+7 of unit u of row r as two words of int8 (Q4_K: the nibbles as bytes), and
 // the unit's scale d (Q4_K: d·sc) and min term ml (Q4_K: dmin·mn), as qr_words forms them.
 template <int F>

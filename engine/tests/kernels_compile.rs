@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 38] = [
+    let sets: [&[(&str, &str)]; 41] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -353,6 +353,16 @@ fn linear_switches_compile() {
         ],
         &[("QLIN_INT", "1"), ("QIMMA_TILES", "2"), ("QIMMA_PF", "0")],
         &[("QLIN_INT", "1"), ("QIMMA_BPF", "1")],
+        // Q4_K's one-token form on integer tensor cores (kernels/linear_mma1.cu), 2 and 1 row
+        // tiles a block, with and without the staged Σx term.
+        &[("QLIN_INT", "1"), ("QLIN_MMA1", "1"), ("QLIN_FX", "1")],
+        &[
+            ("QLIN_INT", "1"),
+            ("QLIN_MMA1", "1"),
+            ("QLIN_FX", "1"),
+            ("QLIN_MMA1_WG", "1"),
+        ],
+        &[("QLIN_INT", "1"), ("QLIN_MMA1", "1")],
     ];
     for set in sets {
         let mut opts = options(&dir);
@@ -368,6 +378,7 @@ fn linear_switches_compile() {
             "linear_tcw.cu",
             "linear_tck.cu",
             "linear_int.cu",
+            "linear_mma1.cu",
         ] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);
             let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
@@ -383,10 +394,15 @@ fn linear_switches_compile() {
             // 168-register cap of 3 warpgroups the call's register saves may spill a few words
             // (the 32-token entries with the H200 set: 4 bytes BF16, 40 Q8_0; 3 parts: 96 and
             // 116); with fewer warpgroups nothing. Nothing else may spill.
+            // `linear_q4_k_r_mma1` is held to 64 registers (two or four blocks an SM) and keeps a
+            // few lane constants on the stack, outside its loop over units (SASS read back: 12
+            // bytes with QLIN_FX = 1, 28 without).
             let fused = set.contains(&("TCK_FUSE", "1")) && set.contains(&("TCK_WG", "3"));
             for r in report.iter().filter(|r| touched(&r.function)) {
                 let cap = if fused && r.function.starts_with("linear_tck_") {
                     64
+                } else if r.function == "linear_q4_k_r_mma1" {
+                    32
                 } else {
                     0
                 };

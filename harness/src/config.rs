@@ -544,7 +544,7 @@ impl ConfigArgs {
                     from(&format!("kernel_defines.{k}"))
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QLIN_M1_LEAN, QLIN_FX, QTC, QTC_DB,
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QLIN_M1_LEAN, QLIN_FX, QLIN_MMA1, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W, ATTN_PF,
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 to 2 (two loops); QTC_XSPLIT is 1 to 3
@@ -561,6 +561,7 @@ impl ConfigArgs {
                     | "QLIN_MT"
                     | "QLIN_M1_LEAN"
                     | "QLIN_FX"
+                    | "QLIN_MMA1"
                     | "QTC"
                     | "QTC_DB"
                     | "QTC_DB_BIG"
@@ -599,6 +600,10 @@ impl ConfigArgs {
                 Ok(n) if matches!(k.as_str(), "TCW_WG" | "TCK_WG") && (1..=3).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
+                }
+                Ok(n) if k == "QLIN_MMA1_WG" && (1..=2).contains(&n) => {}
+                _ if k == "QLIN_MMA1_WG" => {
+                    anyhow::bail!("kernel_defines.QLIN_MMA1_WG must be 1 or 2 row tiles a block (got {v:?})")
                 }
                 Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
                 _ if k == "ATTN_VBATCH" => {
