@@ -537,7 +537,11 @@ impl CudaDevice {
         };
         let m1_smem = k.div_ceil(1024) * chunk_bytes;
         let one_token = m == 1 && (w.aux.is_none() || m1_smem <= self.info().max_smem_optin);
-        if one_token && w.aux.is_some() && w.dtype == DType::Q4_K && self.define("QLIN_MMA1", 0) == 1 {
+        if one_token
+            && w.aux.is_some()
+            && w.dtype == DType::Q4_K
+            && self.define("QLIN_MMA1", 0) == 1
+        {
             if let Some(cfg) = self.mma1_config(k, r, m1_smem) {
                 let f = "linear_q4_k_r_mma1";
                 self.launch_linear("linear_mma1.cu", f, cfg, x, w, ys, &rows, m, split_canary)?;
@@ -621,13 +625,20 @@ impl CudaDevice {
     fn mma1_config(&self, k: usize, r: usize, xbytes: usize) -> Option<LaunchConfig> {
         let wg = self.define("QLIN_MMA1_WG", 2);
         let smem = xbytes + (wg as usize) * (8 * 2048 + 2048) + 64;
-        if self.define("QLIN_INT", 0) != 1 || !k.is_multiple_of(256) || smem > self.info().max_smem_optin {
+        if self.define("QLIN_INT", 0) != 1
+            || !k.is_multiple_of(256)
+            || smem > self.info().max_smem_optin
+        {
             return None;
         }
         let groups = (r as u32).div_ceil(16 * wg);
         let per_sm = self.define("QLIN_MMA1_BLOCKS", 4 / wg.max(1)).max(1);
         Some(LaunchConfig {
-            grid_dim: (groups.min(per_sm * self.info().sm_count.max(1) as u32), 1, 1),
+            grid_dim: (
+                groups.min(per_sm * self.info().sm_count.max(1) as u32),
+                1,
+                1,
+            ),
             block_dim: (256 * wg, 1, 1),
             shared_mem_bytes: smem as u32,
         })
