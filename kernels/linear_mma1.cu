@@ -81,7 +81,8 @@ linear_q4_k_r_mma1(const float* x, const u8* q, const u8* h, const float* bias, 
     for (int tg = blockIdx.x; tg < ngroups; tg += gridDim.x) {
         const int r0 = 16 * (tg * QLIN_MMA1_WG + wg);
         float acc0 = 0.0f, acc1 = 0.0f;
-        if (r0 < R) {
+        // A warp with no quad of units (K < 1,024: 4 wq >= nu) loads nothing and keeps zeros.
+        if (r0 < R && 4 * wq < nu) {
             const size_t ra = (size_t)min(r0 + g, R - 1), rb = (size_t)min(r0 + g + 8, R - 1);
             const size_t unit_off = 16 * (4 * wq + (t >> 1)) + 8 * (t & 1);
             const u8* pa = q + ra * (K / 2) + unit_off;

@@ -626,13 +626,14 @@ impl CudaDevice {
         let wg = self.define("QLIN_MMA1_WG", 2);
         let smem = xbytes + (wg as usize) * (8 * 2048 + 2048) + 64;
         if self.define("QLIN_INT", 0) != 1
+            || !(1..=2).contains(&wg)
             || !k.is_multiple_of(256)
             || smem > self.info().max_smem_optin
         {
             return None;
         }
         let groups = (r as u32).div_ceil(16 * wg);
-        let per_sm = self.define("QLIN_MMA1_BLOCKS", 4 / wg.max(1)).max(1);
+        let per_sm = self.define("QLIN_MMA1_BLOCKS", 4 / wg).max(1);
         Some(LaunchConfig {
             grid_dim: (
                 groups.min(per_sm * self.info().sm_count.max(1) as u32),

@@ -329,13 +329,15 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let mut out = Vec::new();
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
     // and a K whose one-token staging (12 chunks, 50 KiB) needs the shared-memory opt-in; Q4_K at
-    // an 8B down projection's K (14 chunks; QLIN_MMA1's 87 KiB with its exchange).
+    // an 8B down projection's K (14 chunks; QLIN_MMA1's 87 KiB with its exchange) and at K = 256
+    // (one super-block: QLIN_MMA1's warps past the 8 units load nothing).
     let mut cases = vec![
         (DType::BF16, 576usize, 70usize),
         (DType::Q8_0, 1536, 33),
         (DType::Q4_K, 2560, 40),
         (DType::Q8_0, 12288, 8),
         (DType::Q4_K, 14336, 24),
+        (DType::Q4_K, 256, 48),
     ];
     cases.extend(ALL_DTYPES.iter().map(|&d| (d, 1024usize, 96usize)));
     // QTC_SPLIT_BIG / QTC_GEMM_MIN_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice
