@@ -225,7 +225,8 @@ pub struct ConfigArgs {
     /// spec_max_running, spec_min_acceptance, spec_row_cost, spec_verify_base, a
     /// [kernel_defines] table, and a [serve] table: models, host, port,
     /// max_batch_tokens, max_running, queue_capacity, context_len, api_key, keyring, draft_model,
-    /// speculative, speculative_k, max_body_bytes, keepalive_secs, drain_secs).
+    /// speculative, speculative_k, max_body_bytes, body_timeout_secs, keepalive_secs,
+    /// drain_secs).
     #[arg(long, global = true, env = "MEMRA_CONFIG")]
     pub config: Option<PathBuf>,
     /// Model cache directory [default: ~/.cache/memra].
@@ -496,7 +497,12 @@ impl ConfigArgs {
         for (key, v) in [
             ("serve.max_batch_tokens", c.serve.max_batch_tokens),
             ("serve.max_running", c.serve.max_running),
+            ("serve.queue_capacity", c.serve.queue_capacity),
             ("serve.keepalive_secs", c.serve.keepalive_secs as usize),
+            (
+                "serve.body_timeout_secs",
+                c.serve.body_timeout_secs as usize,
+            ),
         ] {
             if v == 0 {
                 anyhow::bail!("{} must be positive (got 0)", from(key));

@@ -269,13 +269,14 @@ fn n_choices_and_prompt_lists() {
     );
 
     // Several prompts: each gets n choices, index = prompt * n + choice; echo puts the prompt
-    // first.
-    let (_, t) = s.post("/detokenize", &json!({"tokens": [504, 3458]}));
+    // first (for token ids, as /detokenize gives them: the special token 1 included).
+    let (_, t) = s.post("/detokenize", &json!({"tokens": [1, 504, 3458]}));
     let id_text = t["prompt"].as_str().unwrap().to_string();
+    assert!(id_text.starts_with("<|im_start|>"), "{id_text}");
     for (prompt, texts) in [
         (json!(["Hello", "Goodbye"]), ["Hello", "Goodbye"]),
         (
-            json!([[504, 3458], [504, 3458]]),
+            json!([[1, 504, 3458], [1, 504, 3458]]),
             [id_text.as_str(), id_text.as_str()],
         ),
     ] {
@@ -736,4 +737,38 @@ fn method_not_allowed_and_missing_fields_are_named() {
         v["error"]["message"].as_str().unwrap().contains("(0, 1]"),
         "{v}"
     );
+}
+
+/// A POST body must be JSON by its headers: another Content-Type, none, or a Content-Encoding
+/// is a 415 in the OpenAI error shape; `application/json` with parameters is fine.
+#[test]
+fn non_json_bodies_are_415() {
+    let s = shared();
+    let body = r#"{"prompt": "a", "max_tokens": 1}"#;
+    let send = |headers: &[(&str, &str)]| {
+        let mut r = s.agent.post(&s.url("/v1/completions"));
+        for (k, v) in headers {
+            r = r.set(k, v);
+        }
+        match r.send_string(body) {
+            Ok(r) => (r.status(), r.into_json::<Value>().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap()),
+            Err(e) => panic!("POST: {e}"),
+        }
+    };
+    for headers in [
+        &[("content-type", "text/plain")][..],
+        &[("content-type", "application/x-www-form-urlencoded")][..],
+        &[][..],
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ][..],
+    ] {
+        let (c, v) = send(headers);
+        assert_eq!(c, 415, "{headers:?}: {v}");
+        assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
+    }
+    let (c, v) = send(&[("content-type", "Application/JSON; charset=utf-8")]);
+    assert_eq!(c, 200, "{v}");
 }

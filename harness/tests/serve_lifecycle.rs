@@ -421,8 +421,8 @@ fn keyring_tenants_caps_and_disabled_keys() {
     );
 }
 
-/// Two models in one process under aliases: both listed, each answers under its own id, and an
-/// unknown id is a 404 naming the model.
+/// Two models in one process under aliases: both listed, each answers under its own id, an
+/// unknown id is a 404 naming the model, and a request naming none is a 400 listing them.
 #[test]
 fn several_models_under_aliases() {
     let second = format!("second={}", model_path().display());
@@ -453,6 +453,17 @@ fn several_models_under_aliases() {
     let (c, e) = ask("third");
     assert_eq!(c, 404);
     assert_eq!(e["error"]["code"], "model_not_found");
+    // With two models a request must say which: no silent choice of the first.
+    let (c, e) = s.post(
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 4}),
+    );
+    assert_eq!(c, 400, "{e}");
+    assert_eq!(e["error"]["param"], "model");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("second"),
+        "{e}"
+    );
 }
 
 /// Requests still running when the drain deadline passes end with a 503 in the OpenAI error
@@ -581,4 +592,39 @@ fn draft_model_speculation_matches_plain_decode() {
     let (c, v) = s.post("/v1/completions", &body);
     assert_eq!(c, 400, "{v}");
     assert_eq!(v["error"]["param"], "speculative");
+}
+
+/// A client that announces a body and stops sending gets 408 in the OpenAI error shape after
+/// `serve.body_timeout_secs` of silence (not a connection held open forever); the server keeps
+/// answering others.
+#[test]
+fn stalled_body_gets_408() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("memra.toml");
+    std::fs::write(&cfg, "[serve]\nbody_timeout_secs = 1\n").unwrap();
+    let s = Server::start(&["--config", cfg.to_str().unwrap()]);
+    let addr = s.base.strip_prefix("http://").unwrap().to_string();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        tcp,
+        "POST /v1/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: 1000\r\nconnection: close\r\n\r\n{{\"prompt\":"
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0u8; 4096];
+    let mut answer = Vec::new();
+    while !String::from_utf8_lossy(&answer).contains("}}") {
+        match tcp.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    assert_eq!(s.get("/health").0, 200);
 }

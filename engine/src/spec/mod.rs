@@ -79,7 +79,15 @@ impl SpecParams {
                 max_n => SpecMethod::Ngram { max_n },
             },
             "layerskip" => SpecMethod::LayerSkip { layers: num(0)? },
-            "draft" => SpecMethod::DraftModel,
+            // The server's draft model comes from `--draft-model`, not from the method (`memra
+            // run` strips its own `draft:MODEL` before parsing).
+            "draft" if arg.is_empty() => SpecMethod::DraftModel,
+            "draft" => {
+                return Err(format!(
+                    "speculative method {method:?}: draft takes no argument (the draft model is \
+                     the server's --draft-model)"
+                ))
+            }
             _ => {
                 return Err(format!(
                     "unknown speculative method {method:?} (ngram[:N], layerskip:L, draft)"
@@ -414,6 +422,11 @@ mod tests {
         );
         assert!(SpecParams::parse("layerskip", 2).is_err());
         assert!(SpecParams::parse("medusa", 2).is_err());
+        let e = SpecParams::parse("draft:x", 2).unwrap_err();
+        assert!(
+            e.contains("no argument") && e.contains("--draft-model"),
+            "{e}"
+        );
         assert!(SpecParams::parse("ngram", 0).is_err());
         // Display gives back the request syntax.
         for m in ["ngram:3", "layerskip:6", "draft"] {

@@ -34,6 +34,9 @@ pub struct ServeConfig {
     pub keyring: Option<PathBuf>,
     /// Largest request body in bytes (larger ones get 413).
     pub max_body_bytes: usize,
+    /// Seconds a request body may go without sending data before the request gets 408 (a
+    /// client that announces a body and stalls cannot hold a connection open).
+    pub body_timeout_secs: u64,
     /// Seconds between SSE keep-alive comments while a stream waits.
     pub keepalive_secs: u64,
     /// Seconds in-flight requests get to finish after SIGTERM before the server exits.
@@ -62,6 +65,7 @@ impl Default for ServeConfig {
             keyring: None,
             draft_model: None,
             max_body_bytes: 4 << 20,
+            body_timeout_secs: 30,
             keepalive_secs: 10,
             drain_secs: 30,
             speculative: "ngram".into(),

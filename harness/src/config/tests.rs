@@ -55,6 +55,18 @@ fn serve_table_then_flags() {
     .resolve()
     .unwrap_err();
     assert!(format!("{e:#}").contains("prot"), "{e:#}");
+    // A queue of 0 would refuse every request with 429 while /readyz says ready.
+    let e = ConfigArgs {
+        queue_capacity: Some(0),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("serve.queue_capacity") && msg.contains("must be positive"),
+        "{msg}"
+    );
 }
 
 /// Every define whose built-in value is 0 (a kernel's `#ifndef X` / `#define X 0`, or the

@@ -118,9 +118,11 @@ impl Auth {
                 _slot: None,
             });
         }
+        // The scheme name is case-insensitive (RFC 9110 §11.1): "Bearer", "bearer", "BEARER".
         let key = authorization
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, k)| k.trim())
             .ok_or(ApiError::Unauthorized)?;
         let e = self.keys.get(&digest(key)).ok_or(ApiError::Unauthorized)?;
         if e.disabled {
@@ -176,8 +178,12 @@ mod tests {
             a.admit(Some("Bearer k2")),
             Err(ApiError::Forbidden)
         ));
-        let g = a.admit(Some("Bearer k1")).unwrap();
-        assert_eq!(g.tenant, "acme");
+        let g = a.admit(Some("bearer k1")).unwrap();
+        assert_eq!(g.tenant, "acme", "the scheme is case-insensitive");
+        assert!(matches!(
+            a.admit(Some("Basic k1")),
+            Err(ApiError::Unauthorized)
+        ));
         assert!(matches!(
             a.admit(Some("Bearer k1")),
             Err(ApiError::TenantBusy { cap: 1, .. })

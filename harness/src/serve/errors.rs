@@ -31,6 +31,10 @@ pub enum ApiError {
     MethodNotAllowed(String),
     /// 413: the body is over the size limit.
     TooLarge(usize),
+    /// 408: the body stopped arriving (serve.body_timeout_secs without data).
+    BodyTimeout,
+    /// 415: the body is not plain JSON (its Content-Type or Content-Encoding, named here).
+    UnsupportedMedia(String),
     /// 429: the waiting queue is full.
     QueueFull { retry_after_secs: u64 },
     /// 503: the server is loading, draining or its engine stopped.
@@ -80,6 +84,8 @@ impl ApiError {
             ApiError::ModelNotFound(_) | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMedia(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -140,6 +146,18 @@ impl ApiError {
                 "invalid_request_error",
                 None,
                 Some("request_too_large"),
+            ),
+            ApiError::BodyTimeout => (
+                "the request body stopped arriving before it was complete".into(),
+                "invalid_request_error",
+                None,
+                Some("request_timeout"),
+            ),
+            ApiError::UnsupportedMedia(what) => (
+                format!("the request body must be JSON sent as `Content-Type: application/json` without a Content-Encoding (got {what})"),
+                "invalid_request_error",
+                None,
+                Some("unsupported_media_type"),
             ),
             ApiError::QueueFull { .. } => (
                 "the server is busy: its request queue is full; retry later".into(),

@@ -130,10 +130,18 @@ impl AppState {
             })
     }
 
-    /// The model a request names (the first one when it names none); 404 when unknown.
+    /// The model a request names (the only one when it names none); 404 when unknown, 400 when
+    /// it names none and the server serves several (no silent choice between them).
     pub fn model(&self, name: Option<&str>) -> Result<Arc<ModelEntry>, errors::ApiError> {
         let models = self.loaded()?;
         match name {
+            None | Some("") if models.len() > 1 => Err(errors::ApiError::invalid(
+                "model",
+                format!(
+                    "`model` is required when the server serves several models: one of {:?}",
+                    models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>()
+                ),
+            )),
             None | Some("") => Ok(models[0].clone()),
             Some(n) => models
                 .iter()

@@ -31,6 +31,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models/{id}", get(model))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .route_layer(middleware::from_fn(json_only))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
@@ -46,6 +47,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), length_limit))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .layer(DefaultBodyLimit::max(state.cfg.max_body_bytes))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            Duration::from_secs(state.cfg.body_timeout_secs.max(1)),
+        ))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             |_: Box<dyn std::any::Any + Send>| {
                 ApiError::Internal("the request handler panicked".into()).into_response()
@@ -63,6 +67,35 @@ async fn count(State(st): St, path: Option<MatchedPath>, req: Request, next: Nex
         .with_label_values(&[route.as_str(), r.status().as_str()])
         .inc();
     r
+}
+
+/// 415 for a POST whose body is not plain JSON: a Content-Type other than application/json
+/// (parameters such as `charset` allowed; none at all also refused, as curl's `-d` sends a form
+/// type) or any Content-Encoding but identity (bodies are not decompressed).
+async fn json_only(req: Request, next: Next) -> Response {
+    if req.method() == axum::http::Method::POST {
+        let h = req.headers();
+        let text = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        if let Some(enc) = h.get(header::CONTENT_ENCODING) {
+            if !text(enc).trim().eq_ignore_ascii_case("identity") {
+                let what = format!("Content-Encoding: {}", text(enc));
+                return ApiError::UnsupportedMedia(what).into_response();
+            }
+        }
+        let ok = h.get(header::CONTENT_TYPE).is_some_and(|v| {
+            let t = text(v);
+            let essence = t.split(';').next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case("application/json")
+        });
+        if !ok {
+            let what = h.get(header::CONTENT_TYPE).map_or_else(
+                || "no Content-Type".to_string(),
+                |v| format!("Content-Type: {}", text(v)),
+            );
+            return ApiError::UnsupportedMedia(what).into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// Refuses a body whose announced length is over the limit before reading it (a body without a
@@ -196,11 +229,22 @@ async fn model(State(st): St, Path(id): Path<String>) -> Result<Json<Value>, Api
     Ok(Json(model_card(&m)))
 }
 
-/// The request body, or 413 / 400.
+/// The request body, or 413 / 408 (no data for `body_timeout_secs`) / 400.
 fn body(b: Body, limit: usize) -> Result<Bytes, ApiError> {
     b.map_err(|e| {
+        let timed_out = {
+            let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            std::iter::from_fn(|| {
+                let s = src?;
+                src = s.source();
+                Some(s)
+            })
+            .any(|s| s.is::<tower_http::timeout::TimeoutError>())
+        };
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::TooLarge(limit)
+        } else if timed_out {
+            ApiError::BodyTimeout
         } else {
             ApiError::Invalid {
                 message: format!("cannot read the request body: {e}"),
@@ -345,9 +389,10 @@ async fn completions(
             }
             Prompt::Ids(ids) => {
                 check_ids(&ids, m.vocab, "prompt")?;
+                // The echo is the prompt as given, special tokens included (as /detokenize).
                 let text = if echo {
                     m.tokenizer
-                        .decode(&ids, true)
+                        .decode(&ids, false)
                         .map_err(|e| from_engine(e, "prompt"))?
                 } else {
                     String::new()
