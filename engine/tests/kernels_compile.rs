@@ -394,15 +394,10 @@ fn linear_switches_compile() {
             // 168-register cap of 3 warpgroups the call's register saves may spill a few words
             // (the 32-token entries with the H200 set: 4 bytes BF16, 40 Q8_0; 3 parts: 96 and
             // 116); with fewer warpgroups nothing. Nothing else may spill.
-            // `linear_q4_k_r_mma1` is held to 64 registers (two or four blocks an SM) and keeps a
-            // few lane constants on the stack, outside its loop over units (SASS read back: 12
-            // bytes with QLIN_FX = 1, 28 without).
             let fused = set.contains(&("TCK_FUSE", "1")) && set.contains(&("TCK_WG", "3"));
             for r in report.iter().filter(|r| touched(&r.function)) {
                 let cap = if fused && r.function.starts_with("linear_tck_") {
                     64
-                } else if r.function == "linear_q4_k_r_mma1" {
-                    32
                 } else {
                     0
                 };

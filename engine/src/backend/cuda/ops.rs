@@ -620,11 +620,11 @@ impl CudaDevice {
     /// 1): blocks of QLIN_MMA1_WG row tiles of 16 rows, 8 warps a tile, at most QLIN_MMA1_BLOCKS
     /// blocks an SM (default 4 / QLIN_MMA1_WG, what the kernel's launch bounds fit; each block
     /// stages all of x, `xbytes` bytes, then walks row groups). Shared memory:
-    /// x, 2 KiB of exchange a warp, 2 KiB of class sums a tile, 64 zero bytes. None when QLIN_INT
+    /// x, 2 KiB of class sums a tile, 64 zero bytes. None when QLIN_INT
     /// is 0 (the form reads x as digits) or the shared memory exceeds the device's opt-in limit.
     fn mma1_config(&self, k: usize, r: usize, xbytes: usize) -> Option<LaunchConfig> {
         let wg = self.define("QLIN_MMA1_WG", 2);
-        let smem = xbytes + (wg as usize) * (8 * 2048 + 2048) + 64;
+        let smem = xbytes + (wg as usize) * 2048 + 64;
         if self.define("QLIN_INT", 0) != 1
             || !(1..=2).contains(&wg)
             || !k.is_multiple_of(256)

@@ -329,7 +329,7 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let mut out = Vec::new();
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
     // and a K whose one-token staging (12 chunks, 50 KiB) needs the shared-memory opt-in; Q4_K at
-    // an 8B down projection's K (14 chunks; QLIN_MMA1's 87 KiB with its exchange) and at K = 256
+    // an 8B down projection's K (14 chunks, past 48 KiB with QLIN_MMA1's class sums) and at K = 256
     // (one super-block: QLIN_MMA1's warps past the 8 units load nothing).
     let mut cases = vec![
         (DType::BF16, 576usize, 70usize),
