@@ -507,6 +507,14 @@ fn models_tokenize_health_ready() {
     ] {
         assert!(params.contains(&json!(p)), "{p}");
     }
+    // Per endpoint: `echo` is completions', `max_completion_tokens` chat's.
+    let by = &m["supported_parameters_by_endpoint"];
+    let has = |e: &str, p: &str| by[e].as_array().unwrap().contains(&json!(p));
+    assert!(has("/v1/completions", "echo") && !has("/v1/chat/completions", "echo"));
+    assert!(
+        has("/v1/chat/completions", "max_completion_tokens")
+            && !has("/v1/completions", "max_completion_tokens")
+    );
     assert_eq!(s.get_json(&format!("/v1/models/{MODEL}")).1["id"], MODEL);
     assert_eq!(s.get_json("/v1/models/nope").0, 404);
 

@@ -215,7 +215,11 @@ fn model_card(m: &ModelEntry) -> Value {
         "created": m.created,
         "owned_by": "memra",
         "max_model_len": m.max_model_len,
-        "supported_parameters": schemas::SUPPORTED_PARAMETERS,
+        "supported_parameters": schemas::supported_parameters(),
+        "supported_parameters_by_endpoint": {
+            "/v1/chat/completions": schemas::CHAT_PARAMETERS,
+            "/v1/completions": schemas::COMPLETION_PARAMETERS,
+        },
     })
 }
 

@@ -23,8 +23,8 @@ pub const MAX_PROMPTS: usize = 64;
 /// Tokens a completions request generates when it does not say (as OpenAI's legacy endpoint).
 pub const DEFAULT_COMPLETION_TOKENS: usize = 16;
 
-/// Sampling parameters the server accepts (reported by `GET /v1/models`).
-pub const SUPPORTED_PARAMETERS: &[&str] = &[
+/// Parameters `POST /v1/chat/completions` accepts (reported by `GET /v1/models`).
+pub const CHAT_PARAMETERS: &[&str] = &[
     "max_tokens",
     "max_completion_tokens",
     "temperature",
@@ -40,13 +40,49 @@ pub const SUPPORTED_PARAMETERS: &[&str] = &[
     "n",
     "logprobs",
     "top_logprobs",
-    "echo",
     "stream",
     "stream_options",
     "user",
     "ignore_eos",
     "speculative",
 ];
+
+/// Parameters `POST /v1/completions` accepts (reported by `GET /v1/models`; `best_of` only
+/// equal to `n`).
+pub const COMPLETION_PARAMETERS: &[&str] = &[
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "seed",
+    "stop",
+    "n",
+    "logprobs",
+    "echo",
+    "stream",
+    "stream_options",
+    "user",
+    "ignore_eos",
+    "speculative",
+    "best_of",
+];
+
+/// Every parameter either endpoint accepts, chat's first (the model card's
+/// `supported_parameters`; per endpoint in `supported_parameters_by_endpoint`).
+pub fn supported_parameters() -> Vec<&'static str> {
+    let mut v = CHAT_PARAMETERS.to_vec();
+    v.extend(
+        COMPLETION_PARAMETERS
+            .iter()
+            .filter(|p| !CHAT_PARAMETERS.contains(p)),
+    );
+    v
+}
 
 /// Parses a JSON body into `T`; malformed JSON and schema violations are 400s naming the
 /// parameter.
@@ -500,6 +536,28 @@ mod tests {
         assert_eq!(param(e), "temperature");
         let e = chat("{\"messages\": [").unwrap_err();
         assert_eq!(e.body()["error"]["code"], "invalid_json");
+    }
+
+    /// Each endpoint's advertised list is what its request accepts (a parameter given as null
+    /// parses), and nothing it does not.
+    #[test]
+    fn advertised_parameters_parse() {
+        for p in CHAT_PARAMETERS {
+            let body = format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],"{p}":null}}"#);
+            assert!(chat(&body).is_ok(), "chat {p}");
+        }
+        for p in COMPLETION_PARAMETERS {
+            let body = format!(r#"{{"prompt":"hi","{p}":null}}"#);
+            assert!(
+                parse::<CompletionRequest>(body.as_bytes()).is_ok(),
+                "completions {p}"
+            );
+        }
+        let body = r#"{"prompt":"hi","max_completion_tokens":3}"#;
+        assert!(parse::<CompletionRequest>(body.as_bytes()).is_err());
+        assert!(chat(r#"{"messages":[],"echo":true}"#).is_err());
+        let all = supported_parameters();
+        assert!(all.contains(&"echo") && all.contains(&"max_completion_tokens"));
     }
 
     #[test]
