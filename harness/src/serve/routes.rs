@@ -217,8 +217,8 @@ fn model_card(m: &ModelEntry) -> Value {
         "max_model_len": m.max_model_len,
         "supported_parameters": schemas::supported_parameters(),
         "supported_parameters_by_endpoint": {
-            "/v1/chat/completions": schemas::CHAT_PARAMETERS,
-            "/v1/completions": schemas::COMPLETION_PARAMETERS,
+            "/v1/chat/completions": schemas::chat_parameters(),
+            "/v1/completions": schemas::completion_parameters(),
         },
     })
 }

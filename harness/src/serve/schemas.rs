@@ -23,65 +23,46 @@ pub const MAX_PROMPTS: usize = 64;
 /// Tokens a completions request generates when it does not say (as OpenAI's legacy endpoint).
 pub const DEFAULT_COMPLETION_TOKENS: usize = 16;
 
+/// Parameters both generation endpoints accept.
+const SHARED_PARAMETERS: &[&str] = &[
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "seed",
+    "stop",
+    "n",
+    "logprobs",
+    "stream",
+    "stream_options",
+    "user",
+    "ignore_eos",
+    "speculative",
+];
+/// Parameters only `POST /v1/chat/completions` accepts.
+const CHAT_ONLY: &[&str] = &["max_completion_tokens", "top_logprobs"];
+/// Parameters only `POST /v1/completions` accepts (`best_of` only equal to `n`).
+const COMPLETION_ONLY: &[&str] = &["echo", "best_of"];
+
 /// Parameters `POST /v1/chat/completions` accepts (reported by `GET /v1/models`).
-pub const CHAT_PARAMETERS: &[&str] = &[
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "logit_bias",
-    "seed",
-    "stop",
-    "n",
-    "logprobs",
-    "top_logprobs",
-    "stream",
-    "stream_options",
-    "user",
-    "ignore_eos",
-    "speculative",
-];
+pub fn chat_parameters() -> Vec<&'static str> {
+    [SHARED_PARAMETERS, CHAT_ONLY].concat()
+}
 
-/// Parameters `POST /v1/completions` accepts (reported by `GET /v1/models`; `best_of` only
-/// equal to `n`).
-pub const COMPLETION_PARAMETERS: &[&str] = &[
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "logit_bias",
-    "seed",
-    "stop",
-    "n",
-    "logprobs",
-    "echo",
-    "stream",
-    "stream_options",
-    "user",
-    "ignore_eos",
-    "speculative",
-    "best_of",
-];
+/// Parameters `POST /v1/completions` accepts (reported by `GET /v1/models`).
+pub fn completion_parameters() -> Vec<&'static str> {
+    [SHARED_PARAMETERS, COMPLETION_ONLY].concat()
+}
 
-/// Every parameter either endpoint accepts, chat's first (the model card's
-/// `supported_parameters`; per endpoint in `supported_parameters_by_endpoint`).
+/// Every parameter either endpoint accepts (the model card's `supported_parameters`; per
+/// endpoint in `supported_parameters_by_endpoint`).
 pub fn supported_parameters() -> Vec<&'static str> {
-    let mut v = CHAT_PARAMETERS.to_vec();
-    v.extend(
-        COMPLETION_PARAMETERS
-            .iter()
-            .filter(|p| !CHAT_PARAMETERS.contains(p)),
-    );
-    v
+    [SHARED_PARAMETERS, CHAT_ONLY, COMPLETION_ONLY].concat()
 }
 
 /// Parses a JSON body into `T`; malformed JSON and schema violations are 400s naming the
@@ -542,11 +523,11 @@ mod tests {
     /// parses), and nothing it does not.
     #[test]
     fn advertised_parameters_parse() {
-        for p in CHAT_PARAMETERS {
+        for p in chat_parameters() {
             let body = format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],"{p}":null}}"#);
             assert!(chat(&body).is_ok(), "chat {p}");
         }
-        for p in COMPLETION_PARAMETERS {
+        for p in completion_parameters() {
             let body = format!(r#"{{"prompt":"hi","{p}":null}}"#);
             assert!(
                 parse::<CompletionRequest>(body.as_bytes()).is_ok(),
