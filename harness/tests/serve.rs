@@ -758,11 +758,13 @@ fn non_json_bodies_are_415() {
         for (k, v) in headers {
             r = r.set(k, v);
         }
-        match r.send_string(body) {
-            Ok(r) => (r.status(), r.into_json::<Value>().unwrap()),
-            Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap()),
+        let (code, r) = match r.send_string(body) {
+            Ok(r) => (r.status(), r),
+            Err(ureq::Error::Status(c, r)) => (c, r),
             Err(e) => panic!("POST: {e}"),
-        }
+        };
+        let close = r.header("connection") == Some("close");
+        (code, r.into_json::<Value>().unwrap(), close)
     };
     for headers in [
         &[("content-type", "text/plain")][..],
@@ -772,11 +774,19 @@ fn non_json_bodies_are_415() {
             ("content-type", "application/json"),
             ("content-encoding", "gzip"),
         ][..],
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "identity, gzip"),
+        ][..],
     ] {
-        let (c, v) = send(headers);
+        let (c, v, close) = send(headers);
         assert_eq!(c, 415, "{headers:?}: {v}");
         assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
+        assert!(close, "the body is unread: the connection closes");
     }
-    let (c, v) = send(&[("content-type", "Application/JSON; charset=utf-8")]);
+    let (c, v, _) = send(&[
+        ("content-type", "Application/JSON; charset=utf-8"),
+        ("content-encoding", "identity"),
+    ]);
     assert_eq!(c, 200, "{v}");
 }

@@ -625,6 +625,10 @@ fn stalled_body_gets_408() {
     let answer = String::from_utf8_lossy(&answer).into_owned();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
     assert_eq!(s.get("/health").0, 200);
 }

@@ -209,6 +209,12 @@ impl IntoResponse for ApiError {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
+        // Refused with the body unread (415) or half read (408): the connection cannot carry
+        // another request, so say so (RFC 9110 §15.5.9 for 408).
+        if matches!(self, ApiError::UnsupportedMedia(_) | ApiError::BodyTimeout) {
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         r
     }
 }

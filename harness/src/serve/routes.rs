@@ -76,17 +76,22 @@ async fn json_only(req: Request, next: Next) -> Response {
     if req.method() == axum::http::Method::POST {
         let h = req.headers();
         let text = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
-        if let Some(enc) = h.get(header::CONTENT_ENCODING) {
-            if !text(enc).trim().eq_ignore_ascii_case("identity") {
-                let what = format!("Content-Encoding: {}", text(enc));
-                return ApiError::UnsupportedMedia(what).into_response();
+        // Every Content-Encoding header, each a comma-separated list, must say identity.
+        for enc in h.get_all(header::CONTENT_ENCODING) {
+            let t = text(enc);
+            if t.split(',')
+                .any(|c| !c.trim().eq_ignore_ascii_case("identity"))
+            {
+                return ApiError::UnsupportedMedia(format!("Content-Encoding: {t}"))
+                    .into_response();
             }
         }
-        let ok = h.get(header::CONTENT_TYPE).is_some_and(|v| {
-            let t = text(v);
-            let essence = t.split(';').next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case("application/json")
-        });
+        let ok = h.get_all(header::CONTENT_TYPE).iter().count() == 1
+            && h.get(header::CONTENT_TYPE).is_some_and(|v| {
+                let t = text(v);
+                let essence = t.split(';').next().unwrap_or("").trim();
+                essence.eq_ignore_ascii_case("application/json")
+            });
         if !ok {
             let what = h.get(header::CONTENT_TYPE).map_or_else(
                 || "no Content-Type".to_string(),
