@@ -209,9 +209,17 @@ impl IntoResponse for ApiError {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
-        // Refused with the body unread (415) or half read (408): the connection cannot carry
-        // another request, so say so (RFC 9110 §15.5.9 for 408).
-        if matches!(self, ApiError::UnsupportedMedia(_) | ApiError::BodyTimeout) {
+        // Refused with the body unread (auth's 401 / 403 / 429, 415) or half read (408): the
+        // connection cannot carry another request, so say so, or a keep-alive client would send
+        // its next request into a closed socket (RFC 9110 §15.5.9 for 408).
+        if matches!(
+            self,
+            ApiError::UnsupportedMedia(_)
+                | ApiError::BodyTimeout
+                | ApiError::Unauthorized
+                | ApiError::Forbidden
+                | ApiError::TenantBusy { .. }
+        ) {
             r.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }

@@ -168,14 +168,8 @@ async fn auth(State(st): St, mut req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok());
     let grant = match st.auth.admit(header) {
         Ok(g) => g,
-        Err(e) => {
-            // The request body is left unread, so the connection cannot carry another request:
-            // say so, or a keep-alive client would send its next request into a closed socket.
-            let mut r = e.into_response();
-            r.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return r;
-        }
+        // The body is left unread: the answer says `Connection: close` (ApiError::into_response).
+        Err(e) => return e.into_response(),
     };
     req.extensions_mut().insert(Tenant(grant.tenant.clone()));
     let resp = next.run(req).await;
