@@ -71,3 +71,44 @@ fn bos_follows_add_bos_and_decode_round_trips() {
     assert_eq!(tk.decode(&ids, false).unwrap(), "Hello world");
     assert!(tk.eos.contains(&2));
 }
+
+#[test]
+fn token_bytes_concatenate_to_the_text() {
+    // Every corpus text, every real model: the tokens' own bytes, joined, are the bytes of the
+    // decoded text (the text itself, except where the tokenizer's own round trip changes it, as
+    // Gemma's literal "▁" decoding to a space), also where a token ends inside a character (CJK,
+    // emoji), where decoding one token alone shows U+FFFD.
+    let corpus = common::jsonl("gates/prompts/tokenizer_corpus.jsonl");
+    for name in common::REAL_MODELS {
+        let g = GgufFile::open(common::model_path(name)).unwrap();
+        let tk = Tokenizer::from_gguf(&g).unwrap();
+        let (mut bad, mut partial) = (Vec::new(), 0);
+        for line in &corpus {
+            let text = line["text"].as_str().unwrap();
+            let ids = tk.encode(text, false).unwrap();
+            let mut joined = Vec::new();
+            for &id in &ids {
+                let b = tk.token_bytes(id).unwrap();
+                partial += usize::from(std::str::from_utf8(&b).is_err());
+                joined.extend(b);
+            }
+            let decoded = tk.decode(&ids, false).unwrap();
+            if joined != decoded.as_bytes() {
+                bad.push(format!("{text:?}: {:?}", String::from_utf8_lossy(&joined)));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{name}: {} differ:\n{}",
+            bad.len(),
+            bad[..bad.len().min(5)].join("\n")
+        );
+        assert!(
+            partial > 0,
+            "{name}: the corpus has tokens that end inside a character"
+        );
+    }
+    let g = GgufFile::open(common::model_path("smollm2-135m-instruct")).unwrap();
+    let tk = Tokenizer::from_gguf(&g).unwrap();
+    assert_eq!(tk.token_bytes(u32::MAX), None);
+}

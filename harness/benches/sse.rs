@@ -33,7 +33,7 @@ fn chunk(meta: &Meta, text: &str, logprobs: &[TokenInfo]) -> (Event, usize) {
 
 fn bench(c: &mut Criterion) {
     let text = " village";
-    let top: Vec<(String, f64)> = [
+    let top: Vec<(Vec<u8>, f64)> = [
         (" village", -0.25),
         (" town", -1.9),
         (" house", -2.7),
@@ -41,10 +41,10 @@ fn bench(c: &mut Criterion) {
         (" caf\u{e9}", -5.0),
     ]
     .iter()
-    .map(|(t, lp)| (t.to_string(), *lp))
+    .map(|(t, lp)| (t.as_bytes().to_vec(), *lp))
     .collect();
     let lp = [TokenInfo {
-        token: text.to_string(),
+        bytes: text.as_bytes().to_vec(),
         logprob: -0.25,
         top,
         text_offset: 0,

@@ -330,6 +330,27 @@ fn logprobs_shape() {
         assert_eq!(e["token"], top[0]["token"], "{e}");
         assert!((lp - tl[0]).abs() < 1e-6);
     }
+    // The tokens' bytes, joined, are the message's text, also where a token ends inside a
+    // character (a Chinese prompt draws multi-byte output).
+    for prompt in ["Say hello.", "用中文写一句关于春天的话。"] {
+        let (code, v) = s.post(
+            "/v1/chat/completions",
+            &chat_body(
+                prompt,
+                json!({"temperature": 0, "max_tokens": 12, "logprobs": true}),
+            ),
+        );
+        assert_eq!(code, 200, "{v}");
+        let joined: Vec<u8> = v["choices"][0]["logprobs"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["bytes"].as_array().unwrap().clone())
+            .map(|b| b.as_u64().unwrap() as u8)
+            .collect();
+        let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+        assert_eq!(String::from_utf8_lossy(&joined), text, "{v}");
+    }
     let (code, v) = s.post(
         "/v1/completions",
         &json!({"model": MODEL, "prompt": "1, 2, 3,",

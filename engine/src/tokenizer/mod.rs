@@ -7,7 +7,10 @@ pub mod gguf_vocab;
 use crate::error::{Error, Result};
 use crate::formats::gguf::{GgufFile, MetaValue};
 pub use chat_template::ChatTemplate;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::OnceLock;
+use tokenizers::{DecoderWrapper, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 /// Token texts that end a turn in the chat formats we know, besides the declared EOS.
 const END_OF_TURN: &[&str] = &[
@@ -27,6 +30,8 @@ pub struct Tokenizer {
     /// Ids that end generation (declared EOS plus end-of-turn tokens present in the vocabulary).
     pub eos: Vec<u32>,
     template: Option<ChatTemplate>,
+    /// Whether the decoder maps vocabulary characters back to bytes (GPT-2's byte-level BPE).
+    byte_level: bool,
 }
 
 impl Tokenizer {
@@ -137,12 +142,21 @@ impl Tokenizer {
                 }
             }
         }
+        let byte_level = match inner.get_decoder() {
+            Some(DecoderWrapper::ByteLevel(_)) => true,
+            Some(DecoderWrapper::Sequence(s)) => s
+                .get_decoders()
+                .iter()
+                .any(|d| matches!(d, DecoderWrapper::ByteLevel(_))),
+            _ => false,
+        };
         Tokenizer {
             inner,
             bos,
             add_bos,
             eos,
             template,
+            byte_level,
         }
     }
 
@@ -178,6 +192,35 @@ impl Tokenizer {
         self.inner.id_to_token(id)
     }
 
+    /// The bytes one token stands for, also when they end inside a UTF-8 character (where
+    /// [`Tokenizer::decode`] of the token alone shows U+FFFD). Byte-fallback pieces (`<0xNN>`)
+    /// give their byte; byte-level BPE vocabularies (GPT-2's byte-to-unicode alphabet) map each
+    /// character of the stored token back to its byte; any other token gives the UTF-8 of its
+    /// decoded text. Concatenated over the ids of an encoded text, these are the text's bytes
+    /// (what the OpenAI API's logprobs `bytes` field carries). None for an id outside the
+    /// vocabulary.
+    pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        let raw = self.inner.id_to_token(id)?;
+        if let Some(b) = byte_fallback_piece(&raw) {
+            return Some(vec![b]);
+        }
+        let text = self.inner.decode(&[id], false).ok()?;
+        if self.byte_level && !self.is_added(id) {
+            let table = byte_level_table();
+            if let Some(bytes) = raw.chars().map(|c| table.get(&c).copied()).collect() {
+                return Some(bytes);
+            }
+        }
+        Some(text.into_bytes())
+    }
+
+    fn is_added(&self, id: u32) -> bool {
+        self.inner
+            .get_added_vocabulary()
+            .get_added_tokens_decoder()
+            .contains_key(&id)
+    }
+
     /// Whether the model ships a chat template.
     pub fn has_chat_template(&self) -> bool {
         self.template.is_some()
@@ -209,4 +252,40 @@ impl Tokenizer {
             &text(self.eos.first().copied()),
         )
     }
+}
+
+/// The byte of a byte-fallback piece, `<0xNN>` (SentencePiece's spelling).
+fn byte_fallback_piece(raw: &str) -> Option<u8> {
+    let hex = raw.strip_prefix("<0x")?.strip_suffix('>')?;
+    (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
+}
+
+/// Character → byte of the byte-level alphabet, read off the `tokenizers` ByteLevel
+/// pre-tokenizer itself: text holding every byte value that UTF-8 can contain (all of U+0000..
+/// U+07FF, then one character in each 256 code points above, which covers every lead byte of
+/// three- and four-byte characters) is pre-tokenized, and its bytes are paired with the
+/// characters that come out, one per byte. Bytes that never occur in UTF-8 (C0, C1, F5..FF) have
+/// no entry.
+fn byte_level_table() -> &'static HashMap<char, u8> {
+    static TABLE: OnceLock<HashMap<char, u8>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let text: String = (0..0x800u32)
+            .chain((0x800..0x11_0000).step_by(0x100))
+            .filter_map(char::from_u32)
+            .collect();
+        let mut pts = PreTokenizedString::from(text.as_str());
+        let bl = tokenizers::pre_tokenizers::byte_level::ByteLevel::new(false, false, false);
+        if bl.pre_tokenize(&mut pts).is_err() {
+            return HashMap::new();
+        }
+        let mapped: String = pts
+            .get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(s, _, _)| s)
+            .collect();
+        if mapped.chars().count() != text.len() {
+            return HashMap::new();
+        }
+        mapped.chars().zip(text.bytes()).collect()
+    })
 }

@@ -9,11 +9,12 @@ use std::hash::{BuildHasher, Hasher};
 /// One generated token as the logprobs of a response show it.
 #[derive(Debug, Clone)]
 pub struct TokenInfo {
-    /// The token's own text (a token ending inside a character shows U+FFFD).
-    pub token: String,
+    /// The token's own bytes (engine `Tokenizer::token_bytes`; they may end inside a UTF-8
+    /// character).
+    pub bytes: Vec<u8>,
     pub logprob: f64,
-    /// Alternatives, most likely first: (text, logprob).
-    pub top: Vec<(String, f64)>,
+    /// Alternatives, most likely first: (bytes, logprob).
+    pub top: Vec<(Vec<u8>, f64)>,
     /// Character offset of the token's text in the choice's text.
     pub text_offset: usize,
 }
@@ -98,12 +99,12 @@ impl Meta {
     pub fn logprobs_json(&self, index: usize, items: &[TokenInfo]) -> Value {
         match self.kind {
             Kind::Chat => {
-                let entry =
-                    |t: &str, lp: f64| json!({"token": t, "logprob": lp, "bytes": t.as_bytes()});
+                // The token's text (U+FFFD where it ends inside a character) and its exact bytes.
+                let entry = |b: &[u8], lp: f64| json!({"token": String::from_utf8_lossy(b), "logprob": lp, "bytes": b});
                 let content: Vec<Value> = items
                     .iter()
                     .map(|i| {
-                        let mut e = entry(&i.token, i.logprob);
+                        let mut e = entry(&i.bytes, i.logprob);
                         e["top_logprobs"] =
                             Value::Array(i.top.iter().map(|(t, lp)| entry(t, *lp)).collect());
                         e
@@ -114,7 +115,7 @@ impl Meta {
             Kind::Completion => {
                 let base = self.echo_of(index).chars().count();
                 json!({
-                    "tokens": items.iter().map(|i| i.token.as_str()).collect::<Vec<_>>(),
+                    "tokens": items.iter().map(|i| completion_token(&i.bytes)).collect::<Vec<_>>(),
                     "token_logprobs": items.iter().map(|i| i.logprob).collect::<Vec<_>>(),
                     "top_logprobs": items.iter().map(|i| ranked_map(&i.top)).collect::<Vec<_>>(),
                     "text_offset": items.iter().map(|i| base + i.text_offset).collect::<Vec<_>>(),
@@ -143,25 +144,64 @@ impl Meta {
 /// A completions `top_logprobs` entry: token text to logprob, most likely first, as OpenAI and
 /// vLLM list them (serde_json's `preserve_order` keeps the insertion order). Two tokens with the
 /// same text keep the more likely one's logprob.
-fn ranked_map(top: &[(String, f64)]) -> Value {
+fn ranked_map(top: &[(Vec<u8>, f64)]) -> Value {
     let mut m = serde_json::Map::new();
     for (t, lp) in top {
-        m.entry(t.clone()).or_insert_with(|| json!(lp));
+        m.entry(completion_token(t)).or_insert_with(|| json!(lp));
     }
     Value::Object(m)
 }
 
+/// A token as the legacy completions logprobs write it: its text, or, when its bytes are not
+/// whole UTF-8 characters, `bytes:` and each byte as `\xNN` (OpenAI's spelling).
+pub fn completion_token(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => t.to_string(),
+        Err(_) => bytes.iter().fold(String::from("bytes:"), |mut s, b| {
+            s.push_str(&format!("\\x{b:02x}"));
+            s
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{json, Kind, Meta, TokenInfo};
+
     #[test]
     fn completions_top_logprobs_keep_rank_order() {
         let top = vec![
-            (" Paris".to_string(), -0.25),
-            (" London".to_string(), -4.5),
-            (" Le".to_string(), -4.75),
-            (" Paris".to_string(), -6.0),
+            (b" Paris".to_vec(), -0.25),
+            (b" London".to_vec(), -4.5),
+            (b" Le".to_vec(), -4.75),
+            (b" Paris".to_vec(), -6.0),
         ];
         let s = serde_json::to_string(&super::ranked_map(&top)).unwrap();
         assert_eq!(s, r#"{" Paris":-0.25," London":-4.5," Le":-4.75}"#);
+    }
+
+    #[test]
+    fn tokens_that_end_inside_a_character_keep_their_bytes() {
+        // "’" is E2 80 99; a token holding its first two bytes.
+        let part = vec![0xe2, 0x80];
+        let items = [TokenInfo {
+            bytes: part.clone(),
+            logprob: -0.5,
+            top: vec![(part.clone(), -0.5), (b" a".to_vec(), -1.0)],
+            text_offset: 0,
+        }];
+        let mut meta = Meta::new(Kind::Completion, "m");
+        let v = meta.logprobs_json(0, &items);
+        assert_eq!(v["tokens"], json!(["bytes:\\xe2\\x80"]));
+        assert_eq!(
+            v["top_logprobs"][0],
+            json!({"bytes:\\xe2\\x80": -0.5, " a": -1.0})
+        );
+        meta.kind = Kind::Chat;
+        let v = meta.logprobs_json(0, &items);
+        assert_eq!(v["content"][0]["bytes"], json!([0xe2, 0x80]));
+        assert_eq!(v["content"][0]["token"], json!("\u{fffd}"));
+        assert_eq!(v["content"][0]["top_logprobs"][1]["bytes"], json!([32, 97]));
+        assert_eq!(super::completion_token("é".as_bytes()), "é");
     }
 }

@@ -289,14 +289,14 @@ impl Generation {
         }
         self.usage.completion_tokens += 1;
         if let Some(lp) = logprob.filter(|_| self.logprobs) {
-            let text = |id: u32| tk.decode(&[id], false).unwrap_or_default();
+            let bytes = |id: u32| tk.token_bytes(id).unwrap_or_default();
             c.pending.push(TokenInfo {
-                token: text(token),
+                bytes: bytes(token),
                 logprob: finite(lp.logprob),
                 top: lp
                     .top
                     .iter()
-                    .map(|&(id, l)| (text(id), finite(l)))
+                    .map(|&(id, l)| (bytes(id), finite(l)))
                     .collect(),
                 text_offset: c.text.decoded_chars(),
             });
