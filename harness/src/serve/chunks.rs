@@ -166,8 +166,6 @@ pub fn completion_token(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{json, Kind, Meta, TokenInfo};
-
     #[test]
     fn completions_top_logprobs_keep_rank_order() {
         let top = vec![
@@ -184,6 +182,7 @@ mod tests {
     fn tokens_that_end_inside_a_character_keep_their_bytes() {
         // "’" is E2 80 99; a token holding its first two bytes.
         let part = vec![0xe2, 0x80];
+        use super::{json, Kind, Meta, TokenInfo};
         let items = [TokenInfo {
             bytes: part.clone(),
             logprob: -0.5,
