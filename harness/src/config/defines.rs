@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 88] = [
+pub const KERNEL_DEFINES: [&str; 89] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -25,6 +25,7 @@ pub const KERNEL_DEFINES: [&str; 88] = [
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
+    "QLIN_M1_MINB",
     "QLIN_M1_LEAN",
     "QLIN_FX",
     "QLIN_MMA1",
