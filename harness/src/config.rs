@@ -611,6 +611,10 @@ impl ConfigArgs {
                 _ if k == "QLIN_MMA1_WG" => {
                     anyhow::bail!("kernel_defines.QLIN_MMA1_WG must be 1 or 2 row tiles a block (got {v:?})")
                 }
+                Ok(n) if k == "QLIN_M1_MINB" && n <= 32 => {}
+                _ if k == "QLIN_M1_MINB" => anyhow::bail!(
+                    "kernel_defines.QLIN_M1_MINB must be 0 (no ask) to 32 resident blocks an SM (got {v:?})"
+                ),
                 Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
                 _ if k == "ATTN_VBATCH" => {
                     anyhow::bail!("kernel_defines.ATTN_VBATCH must be 1 to 16 positions (got {v:?})")
