@@ -473,6 +473,21 @@ __device__ __forceinline__ void imma_s8(int (&d)[4], u32 a0, u32 a1, u32 a2, u32
 
 #define TC_BF16 0
 #define TC_Q8_0 1
+#define TC_Q4_K 2
+
+// The 16 Q4_K codes a lane holds of a (tile, unit) as bf16 A fragments, exact: word h (k-half h)
+// holds slot 8h + 2r at bits 4r and slot 8h + 2r + 1 at bits 16 + 4r (kernels/linear_tc.cu's
+// layout), so one LOP3 makes the bf16 pair 128 + q (bits 0x43 : q, 8 significant bits hold it)
+// and one bf16x2 FMA (x 1, - 128) leaves q, an integer in 0..15.
+__device__ __forceinline__ void q4x16_to_bf16_frags(u32 w0, u32 w1, u32 (&a)[2][4]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const u32 b = (((h ? w1 : w0) >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
+            asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(a[h][r]) : "r"(b), "r"(0x3F803F80u), "r"(0xC300C300u));
+        }
+}
 
 // d += a * b: one m16n8k16 bf16 MMA with f32 accumulation.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {

@@ -685,14 +685,11 @@ __device__ __forceinline__ void linear_q4_k_r_impl(const float* x, const u8* q, 
 #define QLIN_TOKENS (LIN_TOKENS < 8 ? LIN_TOKENS : 8)
 
 
-// A one-token entry: WARPS warps per block, PREFETCH units of L2 prefetch, and launch bounds
-// that ask for QLIN_M1_MINB resident blocks an SM (0: none asked; registers, not shared memory,
-// cap the resident warps of this kernel: 58 registers hold 16-warp blocks to two an SM).
-#ifndef QLIN_M1_MINB
-#define QLIN_M1_MINB 0
-#endif
+// A one-token entry: WARPS warps per block, PREFETCH units of L2 prefetch. (Its 58 registers
+// hold 16-warp blocks to two an SM; launch bounds asking for 40-48 resident warps made it 10-60%
+// slower on the H200, run 112.)
 #define LINEAR_R_M1(fname, T, F, WARPS, PREFETCH)                                                   \
-    extern "C" __global__ void __launch_bounds__(32 * (WARPS), QLIN_M1_MINB)                        \
+    extern "C" __global__ void __launch_bounds__(32 * (WARPS))                                      \
         fname(const float* x, const u8* q, const T* h, const float* bias, LIN_OUT_PARAMS,          \
               int split_canary) {                                                                  \
         if (PDL_EARLY) qr_m1_prefetch<LIN_ROWS_M1, F, (WARPS), (PREFETCH)>(q, K, R);               \

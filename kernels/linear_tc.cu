@@ -1,4 +1,4 @@
-// Tensor-core linear layers y = x W^T + b (BF16 and Q8_0 weights) for every token count M, decode
+// Tensor-core linear layers y = x W^T + b (BF16, Q8_0 and Q4_K weights) for every token count M, decode
 // included: mma.sync m16n8k16 (bf16 inputs, f32 accumulation; PTX ISA "Matrix fragments for
 // mma.m16n8k16"), weights as the A operand (16 rows x 16 k) and tokens as the n dimension, so one
 // tile of 8 tokens costs what one token does and a decode row is computed by the same
@@ -12,7 +12,11 @@
 //    slice s walks its units in increasing order; per unit, the MMAs run k-half 0 then 1, and in
 //    each the parts hi, mid, lo;
 //  - the MMAs of a unit accumulate into a unit sum started at 0; then BF16: acc = acc + unit,
-//    Q8_0: acc = fma(d_r, unit, acc) (the scale once per unit, as QLIN_FACTOR = 1 does);
+//    Q8_0: acc = fma(d_r, unit, acc) (the scale once per unit, as QLIN_FACTOR = 1 does); Q4_K
+//    (QTC_Q4_K = 1, the codes q in 0..15 as the A operand): acc = fma(d_r sc_r, unit, acc), then
+//    acc = fma(-(dmin_r m_r), xsum, acc), where xsum is the unit's sum of x from the same MMAs
+//    with an A of ones (so every row and form gets the same xsum), and d_r sc_r, dmin_r m_r are
+//    the exact f32 products the lane kernels form;
 //  - the slices' sums are added in slice order, then the bias.
 // Each element of an MMA's output depends only on its own row of A, column of B and C, so none of
 // this looks at M, at the token's place in its tile, or at the other tokens: rows are bit-identical
@@ -26,6 +30,11 @@
 //  - BF16: q = [tiles][units][32 lanes][32 bytes] (those 16 bf16 values).
 //  - Q8_0: q = [tiles][units][32 lanes][16 bytes] (the same 16 values as int8); s =
 //    [tiles][units][8] u32, word g = f16 scale of row g | f16 scale of row g+8 << 16.
+//  - Q4_K: q = [tiles][units][32 lanes][8 bytes], the 16 codes as nibbles (u32 word h = k-half
+//    h: slot 8h + 2r at bits 4r, slot 8h + 2r + 1 at bits 16 + 4r, r = 0..3); s = [tiles][units]
+//    [8] u32, word g = sc of row g | m of row g << 8 | sc of row g+8 << 16 | m of row g+8 << 24
+//    (the unit's 6-bit scale and min), then [tiles][units / 8][8] uint2 (f16 d | f16 dmin << 16
+//    of row g, the same of row g+8): 18.5 bytes a row and unit, against the GGUF's 18.
 #include "common.cuh"
 
 // QTC_SPLIT and QTC_SPLIT_BIG (the K slices: part of the reduction order): common.cuh.
@@ -84,6 +93,17 @@
 // 9.6 -> 10.8 us, qkv 13.2 -> 19.0, Q8_0 decode bs=1 271.1 -> 254.8 tok/s).
 #ifndef QTC_Q8_DB
 #define QTC_Q8_DB QTC_DB
+#endif
+
+// The Q4_K entries' load groups (QTC_Q4_K = 1): a Q4_K unit is 8 bytes a lane (and the 8 bytes
+// of its rows' d words), so at QTC_UNROLL a warp has a quarter of BF16's bytes in flight.
+// QTC_Q4_UNROLL: `_n1` (and `_n1_big`, `_n1_alt`); QTC_Q4_UNROLL_NT: `_n2` and `_n4`. Loads
+// only: no bits change.
+#ifndef QTC_Q4_UNROLL
+#define QTC_Q4_UNROLL QTC_UNROLL
+#endif
+#ifndef QTC_Q4_UNROLL_NT
+#define QTC_Q4_UNROLL_NT QTC_UNROLL
 #endif
 
 // 1: the Q8_0 one-token entries (`linear_tc_q8_0_n1*`) take their own loop at M = 1 (a decode
@@ -312,10 +332,18 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                 for (int b = 0; b < WB; ++b) wv[j][w][b] = make_uint4(0, 0, 0, 0);
                 if (u < u1 && tile < tiles) {
                     const size_t tu = (size_t)tile * nu + u;
-                    const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
+                    if (F == TC_Q4_K) {
+                        // The lane's codes in x, y; rows g and g+8's d and dmin in z, w.
+                        const uint2 qv = reinterpret_cast<const uint2*>(q)[tu * 32 + lane];
+                        const uint2 dv = reinterpret_cast<const uint2*>(s + (size_t)tiles * nu * 8)
+                            [((size_t)tile * (nu / 8) + u / 8) * 8 + g];
+                        wv[j][w][0] = make_uint4(qv.x, qv.y, dv.x, dv.y);
+                    } else {
+                        const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
 #pragma unroll
-                    for (int b = 0; b < WB; ++b) wv[j][w][b] = p[b];
-                    if (F == TC_Q8_0) sc[j][w] = s[tu * 8 + g];
+                        for (int b = 0; b < WB; ++b) wv[j][w][b] = p[b];
+                    }
+                    if (F != TC_BF16) sc[j][w] = s[tu * 8 + g];
                 }
             }
         }
@@ -398,11 +426,28 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                             }
                     }
                 }
+                // Q4_K: the unit's sum of x per token, by the same MMAs with an A of ones (every
+                // row of the result holds it: c = 0, 2 token 2t, c = 1, 3 token 2t + 1).
+                float ux[NT][4];
+                if (F == TC_Q4_K) {
+                    const u32 ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
+#pragma unroll
+                    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+                        for (int c = 0; c < 4; ++c) ux[n][c] = 0.0f;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+#pragma unroll
+                            for (int p = 0; p < QTC_XSPLIT; ++p) mma_bf16(ux[n], ones, bx[n][h][0][p], bx[n][h][1][p]);
+                    }
+                }
 #pragma unroll
                 for (int w = 0; w < WT; ++w) {
                     if (tile0 + w >= tiles) continue;
                     u32 a[2][4];
-                    if (F == TC_BF16) {
+                    if (F == TC_Q4_K) {
+                        q4x16_to_bf16_frags(wv[j][w][0].x, wv[j][w][0].y, a);
+                    } else if (F == TC_BF16) {
                         a[0][0] = wv[j][w][0].x; a[0][1] = wv[j][w][0].y; a[0][2] = wv[j][w][0].z; a[0][3] = wv[j][w][0].w;
                         a[1][0] = wv[j][w][1].x; a[1][1] = wv[j][w][1].y; a[1][2] = wv[j][w][1].z; a[1][3] = wv[j][w][1].w;
                     } else {
@@ -416,8 +461,18 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                                 for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
                         }
                     }
-                    const float d0 = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j][w] & 0xffffu)) : 1.0f;
-                    const float d1 = F == TC_Q8_0 ? f16_bits_to_f32((u16)(sc[j][w] >> 16)) : 1.0f;
+                    float d0 = 1.0f, d1 = 1.0f, ml0 = 0.0f, ml1 = 0.0f;
+                    if (F == TC_Q8_0) {
+                        d0 = f16_bits_to_f32((u16)(sc[j][w] & 0xffffu));
+                        d1 = f16_bits_to_f32((u16)(sc[j][w] >> 16));
+                    } else if (F == TC_Q4_K) {
+                        // d sc and dmin m of rows g and g+8: exact f32 products (11 x 6 bits).
+                        const u32 sw = sc[j][w], dz = wv[j][w][0].z, dw = wv[j][w][0].w;
+                        d0 = __fmul_rn(f16_bits_to_f32((u16)(dz & 0xffffu)), (float)(sw & 0xffu));
+                        ml0 = __fmul_rn(f16_bits_to_f32((u16)(dz >> 16)), (float)((sw >> 8) & 0xffu));
+                        d1 = __fmul_rn(f16_bits_to_f32((u16)(dw & 0xffffu)), (float)((sw >> 16) & 0xffu));
+                        ml1 = __fmul_rn(f16_bits_to_f32((u16)(dw >> 16)), (float)(sw >> 24));
+                    }
 #pragma unroll
                     for (int n = 0; n < NT; ++n) {
                         // The unit's sum from 0 (so units are independent MMA chains), then scaled
@@ -430,8 +485,13 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 #pragma unroll
                         for (int c = 0; c < 4; ++c) {
                             if (M1 && (c & 1)) continue;
-                            acc[w][n][c] = F == TC_Q8_0 ? __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c])
-                                                        : __fadd_rn(acc[w][n][c], us[c]);
+                            if (F == TC_Q4_K) {
+                                const float v = __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c]);
+                                acc[w][n][c] = __fmaf_rn(-(c < 2 ? ml0 : ml1), ux[n][c], v);
+                            } else {
+                                acc[w][n][c] = F == TC_Q8_0 ? __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c])
+                                                            : __fadd_rn(acc[w][n][c], us[c]);
+                            }
                         }
                     }
                 }
@@ -470,27 +530,28 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
     }
 }
 
-// QTC_M1_PREFETCH's prefetch: the warp's slice as in linear_tc_impl; a (tile, unit) is WB * 512
-// contiguous bytes of q and 32 of s, so lane l asks for the slice start's 128-byte line l of each.
+// QTC_M1_PREFETCH's prefetch: the warp's slice as in linear_tc_impl; a (tile, unit) is 1,024
+// (BF16), 512 (Q8_0) or 256 (Q4_K) contiguous bytes of q and 32 of s, so lane l asks for the slice
+// start's 128-byte line l of each (Q4_K's d words are not asked for).
 template <int F, int NT, int S, int WT>
 __device__ __forceinline__ void linear_tc_prefetch(const u8* __restrict__ q, const u32* __restrict__ s, int K, int R) {
     if (QTC_M1_PREFETCH <= 0 || NT != 1) return;
-    constexpr int WB = F == TC_BF16 ? 2 : 1;
+    constexpr int TUB = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 512 : 256;  // bytes a (tile, unit)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nu = K / 32, tiles = (R + 15) / 16;
     const int tile0 = (QTC_TOKFAST ? blockIdx.y : blockIdx.x) * WT;
     const int per = (nu + S - 1) / S;
     const int u0 = min(nu, warp * per), u1 = min(nu, u0 + min(per, QTC_M1_PREFETCH));
     if (warp >= S || u0 >= u1) return;
-    const int lines = (u1 - u0) * WB * 4;  // 128-byte lines of one tile's units u0 .. u1
+    const int lines = (u1 - u0) * TUB / 128;  // 128-byte lines of one tile's units u0 .. u1
 #pragma unroll
     for (int w = 0; w < WT; ++w) {
         const int tile = tile0 + w;
         if (tile >= tiles) break;
         const size_t tu = (size_t)tile * nu + u0;
         for (int l = lane; l < lines; l += 32)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + tu * 512 * WB + 128 * (size_t)l));
-        if (F == TC_Q8_0 && 128 * lane < 32 * (u1 - u0)) asm volatile("prefetch.global.L2 [%0];" ::"l"(s + tu * 8 + 32 * lane));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(q + tu * TUB + 128 * (size_t)l));
+        if (F != TC_BF16 && 128 * lane < 32 * (u1 - u0)) asm volatile("prefetch.global.L2 [%0];" ::"l"(s + tu * 8 + 32 * lane));
     }
 }
 
@@ -532,9 +593,13 @@ LINEAR_TC(linear_tc_bf16_n4, TC_BF16, 4, QTC_SPLIT, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n1, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
+LINEAR_TC(linear_tc_q4_k_n1, TC_Q4_K, 1, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL)
+LINEAR_TC(linear_tc_q4_k_n2, TC_Q4_K, 2, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL_NT)
+LINEAR_TC(linear_tc_q4_k_n4, TC_Q4_K, 4, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL_NT)
 #if QTC_WT_ALT > 0
 LINEAR_TC_WT(linear_tc_bf16_n1_alt, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL, QTC_WT_ALT)
 LINEAR_TC_WT(linear_tc_q8_0_n1_alt, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL, QTC_WT_ALT)
+LINEAR_TC_WT(linear_tc_q4_k_n1_alt, TC_Q4_K, 1, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL, QTC_WT_ALT)
 #endif
 #if QTC_SPLIT_BIG > 0
 LINEAR_TC(linear_tc_bf16_n1_big, TC_BF16, 1, QTC_SPLIT_BIG, QTC_DB_BIG, QTC_UNROLL)
@@ -543,6 +608,9 @@ LINEAR_TC(linear_tc_bf16_n4_big, TC_BF16, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n1_big, TC_Q8_0, 1, QTC_SPLIT_BIG, QTC_Q8_DB_BIG, QTC_Q8_UNROLL_BIG)
 LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
+LINEAR_TC(linear_tc_q4_k_n1_big, TC_Q4_K, 1, QTC_SPLIT_BIG, QTC_DB_BIG, QTC_Q4_UNROLL)
+LINEAR_TC(linear_tc_q4_k_n2_big, TC_Q4_K, 2, QTC_SPLIT_BIG, QTC_DB, QTC_Q4_UNROLL_NT)
+LINEAR_TC(linear_tc_q4_k_n4_big, TC_Q4_K, 4, QTC_SPLIT_BIG, QTC_DB, QTC_Q4_UNROLL_NT)
 #endif
 
 // QTC_Q8_M1 = 2: Q8_0 entries for M = 1 alone (the host sends a Q8_0 matrix's one-token launches

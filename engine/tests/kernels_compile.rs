@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 42] = [
+    let sets: [&[(&str, &str)]; 41] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -278,13 +278,6 @@ fn linear_switches_compile() {
             ("QLIN_M1_LEAN", "1"),
             ("QLIN_M1_UNROLL", "2"),
             ("LIN_ROWS_M1", "2"),
-        ],
-        // The one-token entries' launch bounds asking for 5 blocks of 8 warps an SM (48
-        // registers, 40 warps resident instead of 32).
-        &[
-            ("QLIN_INT", "1"),
-            ("QLIN_M1_WARPS", "8"),
-            ("QLIN_M1_MINB", "5"),
         ],
         &[
             ("QLIN_M1_PREFETCH", "16"),

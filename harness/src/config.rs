@@ -576,6 +576,7 @@ impl ConfigArgs {
                     | "QTC_SK_DB"
                     | "QTC_TOKFAST"
                     | "QTC_Q8_0"
+                    | "QTC_Q4_K"
                     | "QTC_GEMM_XASYNC"
                     | "TCW_BULK"
                     | "TCK_LDG"
@@ -611,10 +612,6 @@ impl ConfigArgs {
                 _ if k == "QLIN_MMA1_WG" => {
                     anyhow::bail!("kernel_defines.QLIN_MMA1_WG must be 1 or 2 row tiles a block (got {v:?})")
                 }
-                Ok(n) if k == "QLIN_M1_MINB" && n <= 32 => {}
-                _ if k == "QLIN_M1_MINB" => anyhow::bail!(
-                    "kernel_defines.QLIN_M1_MINB must be 0 (no ask) to 32 resident blocks an SM (got {v:?})"
-                ),
                 Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
                 _ if k == "ATTN_VBATCH" => {
                     anyhow::bail!("kernel_defines.ATTN_VBATCH must be 1 to 16 positions (got {v:?})")

@@ -165,9 +165,10 @@ fn nibbles(qs: &[u8; 16]) -> [u8; 32] {
     q
 }
 
-/// Unpacks the 12-byte 6-bit scale/min table of Q4_K and Q5_K into 8 scales and 8 mins.
+/// Unpacks the 12-byte 6-bit scale/min table of Q4_K and Q5_K (bytes 4..16 of a block) into 8
+/// scales and 8 mins, one per 32-element sub-block (ggml's `get_scale_min_k4`).
 #[inline]
-fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     let mut sc = [0u8; 8];
     let mut mn = [0u8; 8];
     for j in 0..4 {

@@ -7,7 +7,7 @@
 mod blocks;
 mod matrix;
 
-pub use blocks::{dequantize_row, quantize_row_q8_0};
+pub use blocks::{dequantize_row, k_scale_min, quantize_row_q8_0};
 pub use matrix::{dot_f32, quant_matrix, QuantMatrix, Storage};
 
 /// The element types the engine reads. Discriminants are ggml's `ggml_type` ids as stored in GGUF.

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 89] = [
+pub const KERNEL_DEFINES: [&str; 91] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -25,7 +25,6 @@ pub const KERNEL_DEFINES: [&str; 89] = [
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
-    "QLIN_M1_MINB",
     "QLIN_M1_LEAN",
     "QLIN_FX",
     "QLIN_MMA1",
@@ -56,6 +55,9 @@ pub const KERNEL_DEFINES: [&str; 89] = [
     "QTC_GEMM_MIN",
     "QTC_GEMM_MIN_BIG",
     "QTC_Q8_0",
+    "QTC_Q4_K",
+    "QTC_Q4_UNROLL",
+    "QTC_Q4_UNROLL_NT",
     "QTC_GEMM_XASYNC",
     "QTC_SPLIT_BIG",
     "QTC_BIG_ROWS",

@@ -120,7 +120,7 @@ fn defines_off_by_default_accept_zero() {
 
 /// Each kernel define kind takes its own range: switches 0/1, QTC_Q8_M1 0..=2, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
 /// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_WG and
-/// TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_MINB 0..=32, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
+/// TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
 /// combinations (TCK_STAGES above TCK_UB, twice it with TCK_BULK, TCK_UB at most 4 with
 /// TCK_LDG, not TCK_LDG and TCK_BULK both); anything else names the define.
 #[test]
@@ -143,7 +143,6 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_SPLIT = \"4\"",
         "QLIN_M1_PREFETCH = \"0\"",
         "QLIN_M1_PREFETCH = \"16\"",
-        "QLIN_M1_MINB = \"5\"",
         "ATTN_KV16W = \"0\"",
         "ATTN_V16W = \"1\"",
         "ATTN_VBATCH = \"16\"",
@@ -160,6 +159,8 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_GEMM_MIN_BIG = \"0\"",
         "QTC_GEMM_MIN_BIG = \"128\"",
         "QTC_Q8_0 = \"0\"",
+        "QTC_Q4_K = \"1\"",
+        "QTC_Q4_UNROLL = \"4\"",
         "QTC_GEMM_XASYNC = \"1\"",
         "QTC_SPLIT_BIG = \"0\"",
         "QTC_SPLIT_BIG = \"4\"",
@@ -195,10 +196,10 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_LDG = \"2\"", "\"0\" or \"1\""),
         ("TCK_BULK = \"2\"", "\"0\" or \"1\""),
         ("TCK_Q8_0 = \"2\"", "\"0\" or \"1\""),
+        ("QTC_Q4_K = \"2\"", "\"0\" or \"1\""),
         ("TCS_GLU = \"2\"", "\"0\" or \"1\""),
         ("TCS_ROPE = \"2\"", "\"0\" or \"1\""),
         ("TCK_MIN_MB = \"65537\"", "TCK_MIN_MB"),
-        ("QLIN_M1_MINB = \"33\"", "QLIN_M1_MINB must be 0"),
         ("QTC_GEMM_MIN_BIG = \"65537\"", "QTC_GEMM_MIN_BIG"),
         ("TCK_LDG = \"1\"\nTCK_BULK = \"1\"", "set one"),
         (

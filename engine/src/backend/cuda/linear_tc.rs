@@ -1,4 +1,5 @@
-//! The tensor-core linear kernels: `kernels/linear_tc.cu` (BF16/Q8_0, QTC = 1; the weight
+//! The tensor-core linear kernels: `kernels/linear_tc.cu` (BF16/Q8_0, QTC = 1, and Q4_K with
+//! QTC_Q4_K = 1 on its one-token entries alone; the weight
 //! layout they read and their launch) and the launch of `kernels/linear_int.cu` (Q8_0/Q4_K with
 //! QLIN_INT = 1, M > 1). One mma.sync m16n8k16 walk computes every row for every token count M (decode,
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
@@ -48,13 +49,15 @@ pub fn one_token_wt(tiles: u32, sms: u32, wt: u32, alt: u32) -> u32 {
 pub const TC_TILE_ROWS: usize = 16;
 
 /// Whether the device's kernel defines route `dtype` matrices to the tensor-core kernels:
-/// `QTC = 1` and a BF16 matrix, or a Q8_0 matrix unless `QTC_Q8_0 = 0` (the H200 keeps Q8_0 on
-/// the lane kernels, whose one-token form is faster there: research/cuda-notes.md, run 39).
+/// `QTC = 1` and a BF16 matrix, a Q8_0 matrix unless `QTC_Q8_0 = 0` (research/cuda-notes.md,
+/// run 39 and run 54), or a Q4_K matrix with `QTC_Q4_K = 1` (off by default: the one-token
+/// entries take every M, no split-K or GEMM form has Q4_K yet).
 pub fn tc_enabled(dev: &CudaDevice, dtype: DType) -> bool {
     dev.define("QTC", 0) == 1
         && match dtype {
             DType::BF16 => true,
             DType::Q8_0 => dev.define("QTC_Q8_0", 1) == 1,
+            DType::Q4_K => dev.define("QTC_Q4_K", 0) == 1,
             _ => false,
         }
 }
@@ -71,9 +74,12 @@ fn tc_position(row: usize, k: usize) -> (usize, usize) {
     (4 * g + t, 8 * h + 2 * reg + odd)
 }
 
-/// Repacks `rows x cols` raw BF16 or GGUF Q8_0 bytes into the tensor-core layout (module docs
-/// of `kernels/linear_tc.cu`): quants `[tiles][cols/32][32 lanes][16 values]` (bf16 or int8),
-/// and for Q8_0 the scales `[tiles][cols/32][8]` u32 (f16 of row g | f16 of row g+8 << 16). The
+/// Repacks `rows x cols` raw BF16, GGUF Q8_0 or GGUF Q4_K bytes into the tensor-core layout
+/// (module docs of `kernels/linear_tc.cu`): quants `[tiles][cols/32][32 lanes][16 values]` (bf16
+/// or int8; Q4_K: 16 nibbles in 8 bytes, see [`q4_k_code_bit`]), for Q8_0 the scales
+/// `[tiles][cols/32][8]` u32 (f16 of row g | f16 of row g+8 << 16), for Q4_K the 6-bit scale and
+/// min words `[tiles][cols/32][8]` u32 (sc, m of row g, then of row g+8, a byte each) followed by
+/// `[tiles][cols/256][8]` pairs of u32 (f16 d | f16 dmin << 16 of row g, then of row g+8). The
 /// last tile is padded with zero rows. `None` for other formats or a shape that does not fit.
 pub fn repack_tc(raw: &[u8], dtype: DType, rows: usize, cols: usize) -> Option<(Vec<u8>, Vec<u8>)> {
     if !cols.is_multiple_of(32) || dtype.bytes_for(cols).map(|b| b * rows) != Some(raw.len()) {
@@ -111,8 +117,47 @@ pub fn repack_tc(raw: &[u8], dtype: DType, rows: usize, cols: usize) -> Option<(
             }
             Some((q, s))
         }
+        DType::Q4_K => {
+            let (blocks, bb) = (cols / 256, DType::Q4_K.block_bytes());
+            let mut q = vec![0u8; tiles * units * 32 * 8];
+            let words = tiles * units * 8 * 4;
+            let mut s = vec![0u8; words + tiles * blocks * 8 * 8];
+            for r in 0..rows {
+                let (tile, rt) = (r / TC_TILE_ROWS, r % TC_TILE_ROWS);
+                for b in 0..blocks {
+                    let block = &raw[(r * blocks + b) * bb..][..bb];
+                    // d | dmin << 16 of row rt: pair word rt / 8 of lane group rt % 8.
+                    let at = words + ((tile * blocks + b) * 8 + rt % 8) * 8 + 4 * (rt / 8);
+                    s[at..at + 4].copy_from_slice(&block[..4]);
+                    let (sc, mn) = crate::quant::k_scale_min(&block[4..16]);
+                    for j in 0..8 {
+                        let tu = tile * units + 8 * b + j;
+                        let at = (tu * 8 + rt % 8) * 4 + 2 * (rt / 8);
+                        s[at] = sc[j];
+                        s[at + 1] = mn[j];
+                        // Sub-block j: nibble j % 2 of bytes 32 (j / 2) .. of the codes.
+                        for e in 0..32 {
+                            let code = (block[16 + 32 * (j / 2) + e] >> (4 * (j % 2))) & 0x0f;
+                            let (lane, slot) = tc_position(rt, e);
+                            let bit = q4_k_code_bit(slot);
+                            q[(tu * 32 + lane) * 8 + bit / 8] |= code << (bit % 8);
+                        }
+                    }
+                }
+            }
+            Some((q, s))
+        }
         _ => None,
     }
+}
+
+/// Bit offset, in a lane's 8 bytes of a Q4_K (tile, unit), of the nibble of fragment slot
+/// `slot` (0..16): u32 word h = slot / 8 (the k-half), bits 4r for slot 8h + 2r and 16 + 4r for
+/// slot 8h + 2r + 1, so one mask of the word shifted by 4r gives register r's bf16 pair
+/// (kernels/common.cuh `q4x16_to_bf16_frags`).
+fn q4_k_code_bit(slot: usize) -> usize {
+    let (h, r, odd) = (slot / 8, (slot % 8) / 2, slot % 2);
+    32 * h + 16 * odd + 4 * r
 }
 
 /// What a split-K form's reduce may compute from the slice sums instead of storing the outputs
@@ -217,7 +262,9 @@ impl CudaDevice {
         check(k > 0 && k.is_multiple_of(32), || {
             format!("linear_tc: k {k} must be a positive multiple of 32")
         })?;
-        let gemm = self.define("QTC_GEMM", 0);
+        // Q4_K (QTC_Q4_K = 1) has the one-token entries only: they take every M.
+        let q4k = w.dtype == DType::Q4_K;
+        let gemm = if q4k { 0 } else { self.define("QTC_GEMM", 0) };
         // The tiled GEMM's form, by QTC_GEMM.
         let tiled = |ys: &mut [&mut CudaSlice<f32>]| match gemm {
             3 => self.linear_tcw(x, w, ys, rows, m, split_canary),
@@ -235,7 +282,7 @@ impl CudaDevice {
         // weights (default 0: every one; H200 run 70: BF16 q/o, 32 MiB, 17.1 -> 19.5 us at M = 32
         // while qkv, 48 MiB, went 31.0 -> 26.3) and for Q8_0 only with TCK_Q8_0 = 1 (default 1;
         // run 70: Q8_0 gate+up 91.3 -> 94.4 us at M = 32).
-        let sk = self.define("QTC_SK", 0);
+        let sk = if q4k { 0 } else { self.define("QTC_SK", 0) };
         if sk == 3
             && m >= self.define("QTC_SK_MIN", 9).max(2) as usize
             && w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20
@@ -286,6 +333,7 @@ impl CudaDevice {
                 format!("linear_tc_q8_0_m1{suffix}")
             }
             DType::Q8_0 => format!("linear_tc_q8_0_n{nt}{suffix}"),
+            DType::Q4_K => format!("linear_tc_q4_k_n{nt}{suffix}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
         let (row_groups, tok_groups) = (tiles.div_ceil(wt), (m as u32).div_ceil(8 * nt));
@@ -691,5 +739,56 @@ mod tests {
         let (lane, slot) = tc_position(1, 5);
         assert_eq!(q[(2 * 32 + lane) * 16 + slot], (17 + 5) as u8);
         assert!(repack_tc(&raw[1..], DType::Q8_0, rows, cols).is_none());
+    }
+
+    /// Q4_K: reading the repacked layout as the kernel does (the lane's two words, register r of
+    /// k-half h from bits 4r and 16 + 4r of word h; the scale word of lane group g; the d pair of
+    /// the unit's super-block) gives every weight `(d sc) q - (dmin m)` bit for bit as the GGUF
+    /// dequantizer does, padding rows zero.
+    #[test]
+    fn q4_k_repack_reads_back_as_the_gguf_weights() {
+        use super::super::selfcheck::{random_weights, Rng};
+        let (rows, cols) = (19, 512);
+        let raw = random_weights(&mut Rng(7), DType::Q4_K, rows, cols);
+        let (q, s) = repack_tc(&raw, DType::Q4_K, rows, cols).expect("q4_k repacks");
+        let (tiles, units) = (2, cols / 32);
+        assert_eq!(q.len(), tiles * units * 32 * 8);
+        let words = tiles * units * 8 * 4;
+        assert_eq!(s.len(), words + tiles * (cols / 256) * 8 * 8);
+        let u32_at =
+            |b: &[u8], i: usize| u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+        let f16 = |bits: u32| half::f16::from_bits(bits as u16).to_f32();
+        let mut want = vec![0f32; cols];
+        for r in 0..tiles * 16 {
+            if r < rows {
+                let row = &raw[r * cols / 256 * 144..][..cols / 256 * 144];
+                crate::quant::dequantize_row(DType::Q4_K, row, &mut want);
+            }
+            let (tile, g, hi) = (r / 16, r % 8, (r % 16) / 8);
+            for k in 0..cols {
+                let (u, e) = (k / 32, k % 32);
+                let tu = tile * units + u;
+                let (lane, slot) = tc_position(r % 16, e);
+                assert_eq!(lane / 4, g);
+                let (h, reg, odd) = (slot / 8, (slot % 8) / 2, slot % 2);
+                let word = u32_at(&q, (tu * 32 + lane) * 2 + h);
+                let code = ((word >> (4 * reg)) >> (16 * odd)) & 0xf;
+                let sw = u32_at(&s, tu * 8 + g) >> (16 * hi);
+                let dw = u32_at(
+                    &s[words..],
+                    ((tile * (cols / 256) + u / 8) * 8 + g) * 2 + hi,
+                );
+                let dsc = f16(dw & 0xffff) * (sw & 0xff) as f32;
+                let dmm = f16(dw >> 16) * ((sw >> 8) & 0xff) as f32;
+                let got = dsc * code as f32 - dmm;
+                let exp = if r < rows { want[k] } else { 0.0 };
+                assert_eq!(
+                    got.to_bits(),
+                    exp.to_bits(),
+                    "row {r} k {k}: {got} vs {exp}"
+                );
+            }
+        }
+        assert!(repack_tc(&raw[1..], DType::Q4_K, rows, cols).is_none());
     }
 }
