@@ -300,17 +300,9 @@ __device__ __forceinline__ float u8_to_f32_exact(u32 w, int i) {
 #endif
 // Shared memory per token and 1,024-element chunk: digit k of unit uc in the 16-byte slots
 // (2k)·32 + uc (elements 0–15) and (2k+1)·32 + uc (16–31), then per unit a float4 meta
-// {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term; with QLIN_FX = 1 the second
-// word is fx = digits_combine(X0, X1, X2) instead, as a float).
+// {s, X0, X1, X2} (X_k = Σ x_k as int bits, for Q4_K's min term).
 #define XI_DIGIT_F4 192
 #define XI_CHUNK_F4 224
-// 1: the meta's second word holds fx = digits_combine(X0, X1, X2) (the unit's Σx as Q4_K's min
-// term uses it), computed once when x is staged instead of by every row that reads the unit; the
-// same function on the same integers, so the same float. 0: X0 as int bits, fx formed by each
-// reader. Every reader (xi_fx) and the staging agree, since they compile with the same defines.
-#ifndef QLIN_FX
-#define QLIN_FX 0
-#endif
 
 // v rounded to the nearest integer (ties to even) for |v| < 2^22, and v minus it (exact).
 __device__ __forceinline__ int rint_small(float v, float& rest) {
@@ -333,11 +325,8 @@ __device__ __forceinline__ float digits_combine(int s0, int s1, int s2) {
 }
 
 // Stages x[4·s .. 4·s+4) of a chunk (`v`, float4 slot s of 0..255; the unit's 8 slots are held by
-// 8 consecutive lanes, every lane of the warp calling) as digits into the chunk `xc`. LAYOUT 0:
-// the slots above; 1 (kernels/linear_mma1.cu): digit k's word w of unit uc's low half (elements
-// 4w .. 4w+3) at u32 ((k·32 + uc)·4 + w)·2 and of its high half (16 + 4w ..) at the next u32, so
-// one 16-byte load holds an MMA's B words of two word pairs. Same digits and meta either way.
-template <int LAYOUT = 0>
+// 8 consecutive lanes, every lane of the warp calling) as digits into the chunk `xc`, in the
+// slots above.
 __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     const float e[4] = {v.x, v.y, v.z, v.w};
     float m = 0.0f;
@@ -378,28 +367,19 @@ __device__ __forceinline__ void stage_digits(float4 v, int s, float4* xc) {
     const int uc = s >> 3, part = s & 7;
     u32* dig = reinterpret_cast<u32*>(xc);
 #pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        if (LAYOUT == 0) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
-        else dig[((k * 32 + uc) * 4 + (part & 3)) * 2 + (part >> 2)] = word[k];
-    }
+    for (int k = 0; k < 3; ++k) dig[((2 * k + (part >> 2)) * 32 + uc) * 4 + (part & 3)] = word[k];
     if (part == 0)
-        xc[XI_DIGIT_F4 + uc] = make_float4(sc, QLIN_FX ? digits_combine(sum[0], sum[1], sum[2]) : __int_as_float(sum[0]),
-                                           __int_as_float(sum[1]), __int_as_float(sum[2]));
+        xc[XI_DIGIT_F4 + uc] = make_float4(sc, __int_as_float(sum[0]), __int_as_float(sum[1]), __int_as_float(sum[2]));
 }
 
 // The unit's fx (Q4_K's Σx term, digits_combine(X0, X1, X2)) from its staged meta.
 __device__ __forceinline__ float xi_fx(const float4 meta) {
-    return QLIN_FX ? meta.y : digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
+    return digits_combine(__float_as_int(meta.y), __float_as_int(meta.z), __float_as_int(meta.w));
 }
 
 // The 32 quant values of unit u as 8 words of 4 bytes (element e at byte e % 4 of word e / 4:
 // Q8_0 int8, Q4_K the nibble as a byte) and the unit's scale d (and, for Q4_K, its min term ml).
-// LANEJ (QLIN_M1_LEAN's loop, where j = u & 7 is the lane's own constant): the 6-bit scale and
-// min by one branch-free form whose selectors and masks depend on j alone (three byte permutes,
-// shifts and masks), so they are computed once outside the loop; the same integers as the
-// branches below for every j and every header (both forms read bytes j & 3 of the 12-byte table's
-// three words).
-template <int F, bool LANEJ = false>
+template <int F>
 __device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u16 dq, int u, u32 (&words)[8], float& d,
                                          float& ml) {
     ml = 0.0f;
@@ -422,15 +402,7 @@ __device__ __forceinline__ void qr_words(const uint4 wa, const uint4 wb, const u
             return (int)((w >> (8 * (b & 3))) & 0xff);
         };
         int sc, mn;
-        if (LANEJ) {
-            // j < 4: sc = A & 63, mn = B & 63; j >= 4: sc = (C & 15) | ((A >> 2) & 48), mn =
-            // (C >> 4) | ((B >> 2) & 48); A, B, C = byte j & 3 of the table's words 0, 1, 2.
-            const u32 sel = 0x4440u | (u32)(j & 3), s2 = j < 4 ? 0u : 2u;
-            const u32 mA = j < 4 ? 0x3Fu : 0x30u, mC = j < 4 ? 0u : 0x0Fu;
-            const u32 A = __byte_perm(wb.y, 0u, sel), B = __byte_perm(wb.z, 0u, sel), C = __byte_perm(wb.w, 0u, sel);
-            sc = (int)(((A >> s2) & mA) | (C & mC));
-            mn = (int)(((B >> s2) & mA) | ((C >> 4) & mC));
-        } else if (j < 4) {
+        if (j < 4) {
             sc = s8(j) & 0x3F;
             mn = s8(j + 4) & 0x3F;
         } else {

@@ -301,12 +301,12 @@ __device__ __forceinline__ float qr_unit(const uint4 wa, const uint4 wb, const u
 // QLIN_INT = 1: one unit against x staged as integer digits (common.cuh stage_digits; `xc`: the
 // token's chunk, `uc`: the unit's index in it). Σ q·x_d per digit is an exact int32 (dp4a), so
 // any kernel that forms the same three sums and combines them as here gets the same bits.
-template <int F, bool LANEJ = false>
+template <int F>
 __device__ __forceinline__ float qr_unit_int(const uint4 wa, const uint4 wb, const u16 dq, int u, int uc,
                                              const float4* xc, float acc) {
     u32 words[8];
     float d, ml;
-    qr_words<F, LANEJ>(wa, wb, dq, u, words, d, ml);
+    qr_words<F>(wa, wb, dq, u, words, d, ml);
     const uint4* dig = reinterpret_cast<const uint4*>(xc);
     int S[3];
 #pragma unroll
@@ -430,14 +430,6 @@ __device__ __forceinline__ void linear_qr_impl(const float* __restrict__ x, cons
 #ifndef QLIN_M1_PREFETCH
 #define QLIN_M1_PREFETCH 0
 #endif
-// 1 (with QLIN_INT = 1): the one-token loop with its address arithmetic out of the loop (per row
-// one pointer to the lane's weights and one to its headers, moved on by a constant each unit of
-// the lane; the chunk of staged x the same way) and the Q4_K sub-block index j = u & 7 taken as
-// lane & 7, which it always is (u ≡ lane mod 32), so its byte selection is loop-invariant. Same
-// loads, same operations in the same order: the same bits.
-#ifndef QLIN_M1_LEAN
-#define QLIN_M1_LEAN 0
-#endif
 // Matrices with K >= QLIN_M1_BIGK take the `_m1w` entry: QLIN_M1_WARPS_BIGK warps per block and
 // QLIN_M1_PREFETCH_BIGK units of prefetch (a long x to stage favours bigger blocks). Speed only:
 // a row's lanes, units and order are the same in both entries.
@@ -503,41 +495,6 @@ __device__ __forceinline__ void linear_qr_m1_impl(const float* __restrict__ x, c
         float acc[ROWS];
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) acc[i] = 0.0f;
-        if (QLIN_M1_LEAN && QLIN_INT) {
-            // The lane's units u = lane + 32 i: unit bytes Q8_0 32 (and a u16 scale), Q4_K 16 (and
-            // its super-block's 16-byte header, u >> 3 = (lane >> 3) + 4 i).
-            const u8* qp[ROWS];
-            const u8* hp[ROWS];
-#pragma unroll
-            for (int i = 0; i < ROWS; ++i) {
-                const size_t r = (size_t)min(r0 + i, R - 1);
-                qp[i] = F == FMT_Q8_0 ? q + r * K + 32 * lane : q + r * (K / 2) + 16 * lane;
-                hp[i] = F == FMT_Q8_0 ? h + 2 * (r * (K / 32) + lane) : h + (r * (K / 256) + (lane >> 3)) * 16;
-            }
-            const float4* xc = xs;
-            const int jl = lane & 7;
-#pragma unroll QLIN_M1_UNROLL
-            for (int u = lane; u < nu; u += 32) {
-#pragma unroll
-                for (int i = 0; i < ROWS; ++i) {
-                    if (i >= nr) continue;
-                    uint4 wa, wb;
-                    u16 dq = 0;
-                    if (F == FMT_Q8_0) {
-                        wa = reinterpret_cast<const uint4*>(qp[i])[0];
-                        wb = reinterpret_cast<const uint4*>(qp[i])[1];
-                        dq = *reinterpret_cast<const u16*>(hp[i]);
-                    } else {
-                        wa = *reinterpret_cast<const uint4*>(qp[i]);
-                        wb = *reinterpret_cast<const uint4*>(hp[i]);
-                    }
-                    acc[i] = qr_unit_int<F, true>(wa, wb, dq, jl, lane, xc, acc[i]);
-                    qp[i] += F == FMT_Q8_0 ? 32 * 32 : 32 * 16;
-                    hp[i] += F == FMT_Q8_0 ? 2 * 32 : 4 * 16;
-                }
-                xc += XI_CHUNK_F4;
-            }
-        } else
 #pragma unroll QLIN_M1_UNROLL
         for (int u = lane; u < nu; u += 32) {
             const float4* xt = xs + (u / 32) * (XCHUNK / 4);

@@ -119,10 +119,7 @@ struct ImmaB {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             const float4* mp = xd + tm[c] * tok_f4 + cbase + XI_DIGIT_F4 + uc;
-            if (F == FMT_Q4_K && QLIN_FX) {
-                const float2 v = __ldg(reinterpret_cast<const float2*>(mp));  // s and fx
-                meta[c] = make_float4(v.x, v.y, 0.0f, 0.0f);
-            } else if (F == FMT_Q4_K) {
+            if (F == FMT_Q4_K) {
                 meta[c] = __ldg(mp);
             } else {
                 meta[c] = make_float4(__ldg(reinterpret_cast<const float*>(mp)), 0.0f, 0.0f, 0.0f);

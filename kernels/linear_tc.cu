@@ -97,8 +97,9 @@
 
 // The Q4_K entries' load groups (QTC_Q4_K = 1): a Q4_K unit is 8 bytes a lane (and the 8 bytes
 // of its rows' d words), so at QTC_UNROLL a warp has a quarter of BF16's bytes in flight.
-// QTC_Q4_UNROLL: `_n1` (and `_n1_big`, `_n1_alt`); QTC_Q4_UNROLL_NT: `_n2` and `_n4`. Loads
-// only: no bits change.
+// QTC_Q4_UNROLL: `_n1` (and `_n1_big`, `_n1_alt`); QTC_Q4_UNROLL_NT: `_n2`. Loads only: no bits
+// change. Q4_K has no `_n4` entries: its per-token Σx sums (4 registers a tile of 8 tokens) on
+// top of the 32-token accumulators and 3 parts of x pass 128 registers at 16 warps a block.
 #ifndef QTC_Q4_UNROLL
 #define QTC_Q4_UNROLL QTC_UNROLL
 #endif
@@ -106,14 +107,14 @@
 #define QTC_Q4_UNROLL_NT QTC_UNROLL
 #endif
 
-// 1: the Q8_0 one-token entries (`linear_tc_q8_0_n1*`) take their own loop at M = 1 (a decode
-// step): x split once a warp and load group (one element a lane, through the warp's part of
-// shared memory) instead of by every lane group, of which only g = 0 holds the token; the int8
-// -> bf16 conversion in bf16x2 arithmetic (i8x16_to_bf16_frags); the scale FMAs only on the live
-// token column. Run 103b found these entries issue-bound (53-63% of issue slots); the loop is
-// 22% fewer instructions (SASS, NVRTC 13.0, sm_90a). Same split, exact conversion: same bits.
-// 2: the same M = 1 loop with its addressing and bounds tests moved out of the groups
-// (tc_q8_m1_slice): same operations in the same order, so the same bits as 1.
+// 2: the Q8_0 one-token launches (M = 1, a decode step) take entries of their own (`_m1`) with
+// their own loop (tc_q8_m1_slice): x split once a warp and load group (one element a lane,
+// through the warp's part of shared memory) instead of by every lane group, of which only g = 0
+// holds the token; the int8 -> bf16 conversion in bf16x2 arithmetic (i8x16_to_bf16_frags); the
+// scale FMAs only on the live token column; the addressing and bounds tests out of the groups.
+// Run 103b found the one-token entries issue-bound; same split, exact conversion: same bits as
+// the general loop. H200, run 111: Q8_0 bs=1 316 -> 331 tok/s against the first form of this
+// loop (1, inside the `_n1` entries, since removed), which took 270 -> 311 (run 107).
 #ifndef QTC_Q8_M1
 #define QTC_Q8_M1 0
 #endif
@@ -164,8 +165,7 @@ __device__ __forceinline__ void tc_m1_load(TcM1Group<G, WT>& b, const uint4*& wp
     xp += 32 * G;
 }
 
-// A group's MMAs and scale FMAs into acc, exactly as linear_tc_impl's M1 loop (QTC_Q8_M1 = 1)
-// does them: the warp splits each unit's x into its staging area (lane k writes element k's parts
+// A group's MMAs and scale FMAs into acc, with the general loop's operations: the warp splits each unit's x into its staging area (lane k writes element k's parts
 // from `xdst`), lane t reads the B fragments back from `xsrc`, and per unit and row tile the sum
 // from 0 of the MMAs (k-half 0 then 1, parts in order) is folded in by one fma with the row's
 // scale, on the live token column only (c = 0, 2).
@@ -224,7 +224,7 @@ __device__ __forceinline__ void tc_m1_compute(const TcM1Group<G, WT>& b, u16* xd
 // The M = 1 loop with QTC_Q8_M1 = 2: the warp's slice u0 .. u1 of its WT row tiles, in groups of
 // U units (the next group's loads issued before this group's MMAs with DB = 1), then the slice's
 // last (u1 - u0) % U units one at a time. The same units in the same order into the same
-// accumulators as QTC_Q8_M1 = 1, with the address arithmetic out of the loop: one pointer each
+// accumulators as the general loop, with the address arithmetic out of the loop: one pointer each
 // for the weights, the scales and x, moved on by a constant each group, the other row tiles at
 // block-uniform offsets from it and the group's units at immediate ones; no bounds test inside a
 // group (full groups only); a row tile past the matrix (the grid's last block) reads the last
@@ -289,9 +289,9 @@ __device__ __forceinline__ void tc_q8_m1_slice(const float* __restrict__ x, cons
 // S: slices of K and warps per block (QTC_SPLIT, or QTC_SPLIT_BIG for the `_big` entries); DB:
 // QTC_DB, or QTC_Q8_DB for `linear_tc_q8_0_n1`, QTC_DB_BIG / QTC_Q8_DB_BIG for `_n1_big`; U: units a load group (QTC_UNROLL, or
 // for Q8_0 QTC_Q8_UNROLL, QTC_Q8_UNROLL_NT, QTC_Q8_UNROLL_BIG); WT: row tiles a block (QTC_WT, or
-// QTC_WT_ALT for the `_alt` entries); M1: 0 the general loop, 1 QTC_Q8_M1 = 1's loop inside the
-// `_n1` entries, 2 tc_q8_m1_slice in the `_m1` entries (both Q8_0, NT = 1 and M = 1 only; BF16
-// keeps the general loop: memory-bound, and its one-unit groups would stage x for every unit).
+// QTC_WT_ALT for the `_alt` entries); M1: 0 the general loop, 2 tc_q8_m1_slice in the `_m1`
+// entries (Q8_0, NT = 1 and M = 1 only; BF16 keeps the general loop: memory-bound, and its
+// one-unit groups would stage x for every unit).
 // `split_canary` != 0 and M > 1: K is cut into S / 2 slices instead (a shape-dependent
 // reduction, for the gates' canary arm). Grid: (ceil(ceil(R / 16) / WT), ceil(M / (8 NT))),
 // the two swapped with QTC_TOKFAST;
@@ -349,21 +349,15 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
         }
     };
     // DB = 1: double-buffered, the next group's loads issued before this group's MMAs.
-    // M1 (NT = 1 and M = 1, a decode step): the B fragments come from the warp's own part of
-    // `part` (free until the slices' sums), where the whole warp split the group's x values, one
-    // a lane, instead of each lane splitting four pairs of which only lane group g = 0 holds a
-    // token; and the scale FMAs skip the dead token column (c = 1, 3). The same split_x values
-    // (per element: hi = bf16(x), then bf16(x - hi), ...) reach the same MMAs: same bits.
+    // M1 = 2 (NT = 1 and M = 1, a decode step, Q8_0): tc_q8_m1_slice's loop, where the whole warp
+    // splits each x value once (one a lane) into the warp's own part of `part` (free until the
+    // slices' sums) and the scale FMAs skip the dead token column: the same split_x values reach
+    // the same MMAs, so the same bits as the general loop.
     constexpr int PER_WARP = WT * NT * 4 * 32;
     if constexpr (M1 == 2) {
         tc_q8_m1_slice<DB, U, WT>(x, q, s, nu, tiles, tile0, u0, u1, reinterpret_cast<u32*>(part + warp * PER_WARP),
                                   acc);
     } else {
-        // The warp's staging area: per unit, 2 k-halves h x 4 lanes t x QTC_XSPLIT parts p x 2
-        // registers r, one u32 (bf16x2) each (so an MMA's two B registers are adjacent).
-        u32* xs = reinterpret_cast<u32*>(part + warp * (WT * NT * 4 * 32));
-        constexpr int XW = 2 * 4 * 2 * QTC_XSPLIT;  // u32 a unit
-        static_assert(!M1 || U * XW <= WT * NT * 4 * 32, "the M = 1 staging area is the warp's part");
         uint4 wv[U][WT][WB];
         u32 sc[U][WT];
         if (DB) load(u0, wv, sc);
@@ -372,59 +366,23 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
             u32 nsc[U][WT];
             if (DB) load(ub + U, nwv, nsc);
             else load(ub, wv, sc);
-            if (M1) {
-                // Element k = lane of each unit: pair r = (k >> 3) & 1, lane t = (k >> 1) & 3,
-                // half k >> 4, the low or high bf16 by k & 1.
-                u16* xh = reinterpret_cast<u16*>(xs);
-                const int slot = ((lane >> 4) * 4 + ((lane >> 1) & 3)) * 2 * QTC_XSPLIT + ((lane >> 3) & 1);
-#pragma unroll
-                for (int j = 0; j < U; ++j) {
-                    if (ub + j >= u1) break;
-                    float f = x[32 * (ub + j) + lane];
-#pragma unroll
-                    for (int p = 0; p < QTC_XSPLIT; ++p) {
-                        const u32 b = pack_bf16x2(f, 0.0f);  // the rounding split_x's pack does
-                        xh[2 * (j * XW + slot + 2 * p) + (lane & 1)] = (u16)b;
-                        f = __fsub_rn(f, __uint_as_float(b << 16));
-                    }
-                }
-                __syncwarp();
-            }
 #pragma unroll
             for (int j = 0; j < U; ++j) {
                 const int u = ub + j;
                 if (u >= u1) break;
                 // B fragments of this unit: token m0 + 8n + g, k = 32u + 16h + 2t (+8 for reg 1).
                 u32 bx[NT][2][2][QTC_XSPLIT];
-                if (M1) {
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const u32* xp = xs + j * XW + (h * 4 + t) * 2 * QTC_XSPLIT;
-                        if (QTC_XSPLIT == 2) {
-                            uint4 v = make_uint4(0, 0, 0, 0);
-                            if (g == 0) v = *reinterpret_cast<const uint4*>(xp);
-                            bx[0][h][0][0] = v.x; bx[0][h][1][0] = v.y;
-                            bx[0][h][0][1 % QTC_XSPLIT] = v.z; bx[0][h][1][1 % QTC_XSPLIT] = v.w;
-                        } else {
+                for (int n = 0; n < NT; ++n) {
+                    const int m = m0 + 8 * n + g;
 #pragma unroll
-                            for (int r = 0; r < 2; ++r)
+                    for (int h = 0; h < 2; ++h)
 #pragma unroll
-                                for (int p = 0; p < QTC_XSPLIT; ++p) bx[0][h][r][p] = g == 0 ? xp[2 * p + r] : 0u;
+                        for (int r = 0; r < 2; ++r) {
+                            float2 f = make_float2(0.0f, 0.0f);
+                            if (m < M) f = *reinterpret_cast<const float2*>(x + (size_t)m * K + 32 * u + 16 * h + 8 * r + 2 * t);
+                            split_x(f, bx[n][h][r]);
                         }
-                    }
-                } else {
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) {
-                        const int m = m0 + 8 * n + g;
-#pragma unroll
-                        for (int h = 0; h < 2; ++h)
-#pragma unroll
-                            for (int r = 0; r < 2; ++r) {
-                                float2 f = make_float2(0.0f, 0.0f);
-                                if (m < M) f = *reinterpret_cast<const float2*>(x + (size_t)m * K + 32 * u + 16 * h + 8 * r + 2 * t);
-                                split_x(f, bx[n][h][r]);
-                            }
-                    }
                 }
                 // Q4_K: the unit's sum of x per token, by the same MMAs with an A of ones (every
                 // row of the result holds it: c = 0, 2 token 2t, c = 1, 3 token 2t + 1).
@@ -452,14 +410,10 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                         a[1][0] = wv[j][w][1].x; a[1][1] = wv[j][w][1].y; a[1][2] = wv[j][w][1].z; a[1][3] = wv[j][w][1].w;
                     } else {
                         const u32 words[4] = {wv[j][w][0].x, wv[j][w][0].y, wv[j][w][0].z, wv[j][w][0].w};
-                        if (M1) {
-                            i8x16_to_bf16_frags(words, a);
-                        } else {
 #pragma unroll
-                            for (int h = 0; h < 2; ++h)
+                        for (int h = 0; h < 2; ++h)
 #pragma unroll
-                                for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
-                        }
+                            for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
                     }
                     float d0 = 1.0f, d1 = 1.0f, ml0 = 0.0f, ml1 = 0.0f;
                     if (F == TC_Q8_0) {
@@ -484,7 +438,6 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                             for (int p = 0; p < QTC_XSPLIT; ++p) mma_bf16(us, a[h], bx[n][h][0][p], bx[n][h][1][p]);
 #pragma unroll
                         for (int c = 0; c < 4; ++c) {
-                            if (M1 && (c & 1)) continue;
                             if (F == TC_Q4_K) {
                                 const float v = __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c]);
                                 acc[w][n][c] = __fmaf_rn(-(c < 2 ? ml0 : ml1), ux[n][c], v);
@@ -496,7 +449,6 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                     }
                 }
             }
-            if (M1) __syncwarp();  // every lane has read the group's x before the next one lands
 #pragma unroll
             for (int j = 0; j < U; ++j)
 #pragma unroll
@@ -563,14 +515,6 @@ __host__ __device__ constexpr bool tc_m1_fits() {
     return F == TC_Q8_0 && NT == 1 && U * 16 * QTC_XSPLIT <= WT * NT * 128;
 }
 
-// Whether an entry's M = 1 launches take linear_tc_impl's M1 loop of QTC_Q8_M1 = 1 (a
-// compile-time flag, so with QTC_Q8_M1 = 0 no entry changes; with 2 the `_m1` entries below
-// take the M = 1 launches and the `_n1` entries keep the general loop alone).
-template <int F, int NT, int U, int WT>
-__host__ __device__ constexpr int tc_m1() {
-    return QTC_Q8_M1 == 1 && tc_m1_fits<F, NT, U, WT>() ? 1 : 0;
-}
-
 // Entries per format and n-tiles per block (NT = 1, 2, 4: up to 8, 16, 32 tokens a block), with
 // QTC_SPLIT slices, and with QTC_SPLIT_BIG slices as `..._big` when that is set.
 #define LINEAR_TC_WT(name, F, NT, S, DB, U, WT)                                                     \
@@ -579,11 +523,7 @@ __host__ __device__ constexpr int tc_m1() {
              int split_canary) {                                                                   \
         linear_tc_prefetch<F, NT, S, WT>(q, s, K, R);                                              \
         pdl_entry();                                                                               \
-        if (tc_m1<F, NT, U, WT>() && M == 1)                                                       \
-            linear_tc_impl<F, NT, S, DB, U, WT, tc_m1<F, NT, U, WT>()>(x, q, s, bias, LIN_OUTS, M, K, R, \
-                                                                    split_canary);                 \
-        else                                                                                       \
-            linear_tc_impl<F, NT, S, DB, U, WT, false>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary); \
+        linear_tc_impl<F, NT, S, DB, U, WT, 0>(x, q, s, bias, LIN_OUTS, M, K, R, split_canary);     \
     }
 #define LINEAR_TC(name, F, NT, S, DB, U) LINEAR_TC_WT(name, F, NT, S, DB, U, QTC_WT)
 
@@ -595,7 +535,6 @@ LINEAR_TC(linear_tc_q8_0_n2, TC_Q8_0, 2, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 LINEAR_TC(linear_tc_q8_0_n4, TC_Q8_0, 4, QTC_SPLIT, QTC_DB, QTC_Q8_UNROLL_NT)
 LINEAR_TC(linear_tc_q4_k_n1, TC_Q4_K, 1, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL)
 LINEAR_TC(linear_tc_q4_k_n2, TC_Q4_K, 2, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL_NT)
-LINEAR_TC(linear_tc_q4_k_n4, TC_Q4_K, 4, QTC_SPLIT, QTC_DB, QTC_Q4_UNROLL_NT)
 #if QTC_WT_ALT > 0
 LINEAR_TC_WT(linear_tc_bf16_n1_alt, TC_BF16, 1, QTC_SPLIT, QTC_DB, QTC_UNROLL, QTC_WT_ALT)
 LINEAR_TC_WT(linear_tc_q8_0_n1_alt, TC_Q8_0, 1, QTC_SPLIT, QTC_Q8_DB, QTC_Q8_UNROLL, QTC_WT_ALT)
@@ -610,7 +549,6 @@ LINEAR_TC(linear_tc_q8_0_n2_big, TC_Q8_0, 2, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q8_0_n4_big, TC_Q8_0, 4, QTC_SPLIT_BIG, QTC_DB, QTC_UNROLL)
 LINEAR_TC(linear_tc_q4_k_n1_big, TC_Q4_K, 1, QTC_SPLIT_BIG, QTC_DB_BIG, QTC_Q4_UNROLL)
 LINEAR_TC(linear_tc_q4_k_n2_big, TC_Q4_K, 2, QTC_SPLIT_BIG, QTC_DB, QTC_Q4_UNROLL_NT)
-LINEAR_TC(linear_tc_q4_k_n4_big, TC_Q4_K, 4, QTC_SPLIT_BIG, QTC_DB, QTC_Q4_UNROLL_NT)
 #endif
 
 // QTC_Q8_M1 = 2: Q8_0 entries for M = 1 alone (the host sends a Q8_0 matrix's one-token launches

@@ -173,3 +173,23 @@ fn hf_directory_problems_are_named() {
     );
     assert!(load_err(&d.join("nope.gguf")).contains("no such file"));
 }
+
+/// A KV cache past what the allocator gives, or whose size overflows, is an error naming the
+/// size and the settings to lower, not an abort (a `kv_cache_mib` typo once killed `memra run`).
+#[test]
+fn oversized_cpu_kv_cache_is_an_error() {
+    use memra_engine::backend::cpu::CpuBackend;
+    let m = memra_engine::loader::load(&common::model_path("smollm2-135m-instruct")).unwrap();
+    // About 1.7 PB: refused by the allocator.
+    let e = CpuBackend::try_new(m.model.clone(), 1 << 30, 1 << 10)
+        .err()
+        .expect("refused");
+    let msg = e.to_string();
+    assert!(msg.contains("kv_cache_mib") && msg.contains("MiB"), "{msg}");
+    let e = CpuBackend::try_new(m.model.clone(), usize::MAX / 2, 16)
+        .err()
+        .expect("overflow");
+    assert!(e.to_string().contains("overflows"), "{e}");
+    // A small one still works.
+    assert!(CpuBackend::try_new(m.model.clone(), 8, 16).is_ok());
+}

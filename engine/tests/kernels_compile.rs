@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 41] = [
+    let sets: [&[(&str, &str)]; 35] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -216,16 +216,6 @@ fn linear_switches_compile() {
             ("QTC_Q8_UNROLL_BIG", "4"),
             ("QTC_Q8_DB_BIG", "0"),
         ],
-        // The Q8_0 one-token loop at M = 1 (QTC_Q8_M1), over the H200's defines.
-        &[
-            ("QTC_SPLIT", "16"),
-            ("QTC_SPLIT_BIG", "4"),
-            ("QTC_XSPLIT", "2"),
-            ("QTC_UNROLL", "1"),
-            ("QTC_DB_BIG", "1"),
-            ("QTC_Q8_UNROLL", "2"),
-            ("QTC_Q8_M1", "1"),
-        ],
         // The `_m1` entries of QTC_Q8_M1 = 2: over the H200's defines; double-buffered with 3
         // units a group (full groups, then the slice's last units one at a time); beside the
         // `_alt` entries; with 3 parts and one row tile, where a group of 4 units does not fit
@@ -258,24 +248,9 @@ fn linear_switches_compile() {
         &[("QTC_XSPLIT", "3"), ("QTC_WT", "1"), ("QTC_Q8_M1", "2")],
         &[("QLIN_INT", "1")],
         &[("QLIN_INT", "1"), ("QLIN_FACTOR", "0"), ("QLIN_MT", "1")],
-        // The one-token lanes loop with its addressing out of the loop (QLIN_M1_LEAN), at the
-        // kernel's unroll and at 2 units.
+        // The one-token lanes loop at 2 units and 2 rows a warp.
         &[
             ("QLIN_INT", "1"),
-            ("QLIN_M1_LEAN", "1"),
-            ("QLIN_M1_WARPS", "16"),
-        ],
-        // Q4_K's Σx term formed once when x is staged (QLIN_FX), alone and with the lean loop.
-        &[("QLIN_INT", "1"), ("QLIN_FX", "1")],
-        &[
-            ("QLIN_INT", "1"),
-            ("QLIN_FX", "1"),
-            ("QLIN_M1_LEAN", "1"),
-            ("QLIN_M1_WARPS", "16"),
-        ],
-        &[
-            ("QLIN_INT", "1"),
-            ("QLIN_M1_LEAN", "1"),
             ("QLIN_M1_UNROLL", "2"),
             ("LIN_ROWS_M1", "2"),
         ],
@@ -353,16 +328,18 @@ fn linear_switches_compile() {
         ],
         &[("QLIN_INT", "1"), ("QIMMA_TILES", "2"), ("QIMMA_PF", "0")],
         &[("QLIN_INT", "1"), ("QIMMA_BPF", "1")],
-        // Q4_K's one-token form on integer tensor cores (kernels/linear_mma1.cu), 2 and 1 row
-        // tiles a block, with and without the staged Σx term.
-        &[("QLIN_INT", "1"), ("QLIN_MMA1", "1"), ("QLIN_FX", "1")],
+        // Q4_K on the tensor-core one-token entries (QTC_Q4_K) with their own load groups, over
+        // the H200's tensor-core defines.
         &[
-            ("QLIN_INT", "1"),
-            ("QLIN_MMA1", "1"),
-            ("QLIN_FX", "1"),
-            ("QLIN_MMA1_WG", "1"),
+            ("QTC", "1"),
+            ("QTC_Q4_K", "1"),
+            ("QTC_SPLIT", "16"),
+            ("QTC_SPLIT_BIG", "4"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_UNROLL", "1"),
+            ("QTC_Q4_UNROLL", "2"),
+            ("QTC_Q4_UNROLL_NT", "2"),
         ],
-        &[("QLIN_INT", "1"), ("QLIN_MMA1", "1")],
     ];
     for set in sets {
         let mut opts = options(&dir);
@@ -378,7 +355,6 @@ fn linear_switches_compile() {
             "linear_tcw.cu",
             "linear_tck.cu",
             "linear_int.cu",
-            "linear_mma1.cu",
         ] {
             let k = KERNELS.iter().find(|k| k.name == name).expect(name);
             let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)

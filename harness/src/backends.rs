@@ -212,11 +212,15 @@ pub fn backend_factory(model: &Arc<Model>, cfg: &Config) -> Result<(usize, Backe
     }
     let per_block = CpuBackend::kv_bytes_per_token(&model.config) * block_size;
     // At least one full context's worth is not required; at least a few blocks are.
-    let blocks = ((cfg.kv_cache_mib << 20) / per_block).max(4);
+    let bytes = cfg
+        .kv_cache_mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| anyhow::anyhow!("kv_cache_mib {} MiB is too large", cfg.kv_cache_mib))?;
+    let blocks = (bytes / per_block.max(1)).max(4);
     let model = model.clone();
     let kv_f16 = cfg.kv_f16();
     let make: BackendFactory = Box::new(move || {
-        let b = CpuBackend::new(model, blocks, block_size);
+        let b = CpuBackend::try_new(model, blocks, block_size)?;
         Ok(Box::new(if kv_f16 { b.with_kv_f16() } else { b }) as Box<dyn Backend>)
     });
     Ok((blocks, make))

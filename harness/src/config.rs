@@ -550,10 +550,10 @@ impl ConfigArgs {
                     from(&format!("kernel_defines.{k}"))
                 );
             }
-            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QLIN_M1_LEAN, QLIN_FX, QLIN_MMA1, QTC, QTC_DB,
+            // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W, ATTN_PF,
-            // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 to 2 (two loops); QTC_XSPLIT is 1 to 3
+            // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
@@ -565,9 +565,6 @@ impl ConfigArgs {
                     | "QIMMA_PF"
                     | "QIMMA_BPF"
                     | "QLIN_MT"
-                    | "QLIN_M1_LEAN"
-                    | "QLIN_FX"
-                    | "QLIN_MMA1"
                     | "QTC"
                     | "QTC_DB"
                     | "QTC_DB_BIG"
@@ -595,9 +592,9 @@ impl ConfigArgs {
             match v.parse::<u32>() {
                 Ok(n) if switch && n <= 1 => {}
                 Ok(n) if k == "QTC_XSPLIT" && (1..=3).contains(&n) => {}
-                Ok(n) if k == "QTC_Q8_M1" && n <= 2 => {}
+                Ok(n) if k == "QTC_Q8_M1" && (n == 0 || n == 2) => {}
                 _ if k == "QTC_Q8_M1" => anyhow::bail!(
-                    "kernel_defines.QTC_Q8_M1 must be \"0\" (the general loop), \"1\" or \"2\" (the Q8_0 one-token loops at M = 1, same bits) (got {v:?})"
+                    "kernel_defines.QTC_Q8_M1 must be \"0\" (the general loop) or \"2\" (the Q8_0 one-token loop at M = 1, same bits; its first form, 1, was removed after run 111) (got {v:?})"
                 ),
                 Ok(n) if k == "QTC_SK" && n <= 3 => {}
                 Ok(n) if k == "QTC_GEMM" && n <= 3 => {}
@@ -607,10 +604,6 @@ impl ConfigArgs {
                 Ok(n) if matches!(k.as_str(), "TCW_WG" | "TCK_WG") && (1..=3).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
-                }
-                Ok(n) if k == "QLIN_MMA1_WG" && (1..=2).contains(&n) => {}
-                _ if k == "QLIN_MMA1_WG" => {
-                    anyhow::bail!("kernel_defines.QLIN_MMA1_WG must be 1 or 2 row tiles a block (got {v:?})")
                 }
                 Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
                 _ if k == "ATTN_VBATCH" => {
@@ -750,7 +743,8 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
         };
         anyhow::Error::new(e).context(format!("{}: invalid config{hint}", path.display()))
     })?;
-    let table: toml::Table = toml::from_str(&text)?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))?;
     let mut keys = Vec::new();
     for (k, v) in &table {
         match v {

@@ -78,7 +78,7 @@ pub fn run(args: &ProbeArgs, cfg: &Config) -> Result<()> {
         if cfg.backend == "cpu" {
             bail!("{what} runs the CUDA kernels; it needs --backend cuda (or auto) and a GPU");
         }
-        bail!("{what}: {}", cuda::NO_DRIVER);
+        bail!("{what}: no CUDA driver found; it runs the CUDA kernels and needs a GPU");
     }
     if cfg.backend == "cuda" {
         bail!("{}", cuda::NO_DRIVER);

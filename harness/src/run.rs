@@ -26,10 +26,11 @@ pub struct RunArgs {
     /// Tokens to generate at most (at least 1; the prompt plus these must fit the model's
     /// context and the KV cache) [default: 128, or what fits].
     #[arg(long,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(1..=crate::bench::MAX_TOKENS))]
     pub max_tokens: Option<usize>,
     /// Sampling temperature; 0 = greedy.
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = 0.7, allow_negative_numbers = true)]
     pub temperature: f32,
     /// Nucleus sampling mass (1 = off).
     #[arg(long, default_value_t = 1.0)]
@@ -44,10 +45,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1.0)]
     pub repetition_penalty: f32,
     /// Presence penalty, -2..2.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub presence_penalty: f32,
     /// Frequency penalty, -2..2.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub frequency_penalty: f32,
     /// Seed of the counter-based sampler.
     #[arg(long, default_value_t = 0)]
@@ -228,7 +229,7 @@ fn check_room(prompt: usize, max_tokens: usize, room: usize, what: &str) -> Resu
             "the prompt has {prompt} tokens but {what} holds {room}: no room to generate"
         );
     }
-    if prompt + max_tokens > room {
+    if prompt.saturating_add(max_tokens) > room {
         anyhow::bail!(
             "--max-tokens {max_tokens} with a prompt of {prompt} tokens does not fit {what} of \
              {room} tokens: at most {} can be generated",

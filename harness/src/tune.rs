@@ -5,7 +5,7 @@
 //! - `kernels` (CUDA only): first `QLIN_INT`, kept only if it shortens a reference request (a
 //!   512-token prompt's TTFT plus `--new-tokens` of bs=1 decode) beyond the spread; then `LIN_TOKENS`,
 //!   `QIMMA_TILES`, `QIMMA_PF`, `QIMMA_BPF`, `LIN_ROWS`, `QLIN_MT` (TTFT of a 512-token prompt), `LIN_WARPS`,
-//!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `QLIN_M1_LEAN`, `QLIN_FX`, `QLIN_MMA1`, `NORM_THREADS`
+//!   `LIN_ROWS_M1`, `QLIN_M1_WARPS`, `QLIN_M1_UNROLL`, `QLIN_M1_PREFETCH`, `NORM_THREADS`
 //!   (decode tok/s, bs=1), `ATTN_SPLIT`, `ATTN_HEADS`, `ATTN_PF` (decode tok/s at a 2,048-token
 //!   depth), `ATTN_WIDE_ROWS` (aggregate decode tok/s at bs=32), `ATTN_WIDE_SPLITS` (0 or 32,
 //!   decode tok/s at an 8,192-token depth) and,
@@ -329,7 +329,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 33] = [
+        let sweeps: [KnobSweep; 30] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -341,9 +341,6 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128), 1),
             ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128), 1),
             ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128), 1),
-            ("QLIN_M1_LEAN", &[0, 1], 0, Some(128), 1),
-            ("QLIN_FX", &[0, 1], 0, Some(128), 1),
-            ("QLIN_MMA1", &[0, 1], 0, Some(128), 1),
             ("NORM_THREADS", &[128, 256, 512], 256, Some(128), 1),
             ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048), 1),
             ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
@@ -355,7 +352,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
-            ("QTC_Q8_M1", &[0, 1, 2], 0, Some(128), 1),
+            ("QTC_Q8_M1", &[0, 2], 0, Some(128), 1),
             ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),

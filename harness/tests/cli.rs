@@ -173,6 +173,15 @@ fn gates_of_another_lane_are_named_as_skipped() {
         e.contains("run from the repository root or pass --gates-dir"),
         "{e}"
     );
+    // An empty pattern (an unset shell variable) is refused, not taken as "every gate".
+    let e = failed(memra(&[
+        "gate",
+        "--only",
+        "",
+        "--gates-dir",
+        gates.to_str().unwrap(),
+    ]));
+    assert!(e.contains("--only is empty"), "{e}");
 }
 
 /// `memra run --k` without `--spec` is refused before any model is resolved.
@@ -237,6 +246,55 @@ fn run_refuses_more_tokens_than_fit() {
     let e = run(&["--max-tokens", "900", "--kv-cache-mib", "4"]);
     assert!(
         e.contains("does not fit the KV cache (--kv-cache-mib) of 80 tokens: at most 79"),
+        "{e}"
+    );
+    // Counts past what any context holds are refused by the parser (they once wrapped past the
+    // check above and generated without end).
+    let e = run(&["--max-tokens", "18446744073709551615"]);
+    assert!(e.contains("--max-tokens") && !e.contains("panicked"), "{e}");
+    // A KV cache the allocator refuses, or whose size overflows, is an error, not an abort.
+    for mib in ["99999999999", "17592186044416"] {
+        let e = run(&["--kv-cache-mib", mib, "--max-tokens", "2"]);
+        assert!(
+            e.contains("kv_cache_mib")
+                && !e.contains("panicked")
+                && !e.contains("memory allocation"),
+            "{mib}: {e}"
+        );
+    }
+}
+
+/// Bench counts past any context or run budget are refused by the parser: no panic, no run
+/// that never ends; negative sampling values reach their own range checks.
+#[test]
+fn huge_and_negative_numbers_are_refused_clearly() {
+    for (flag, v) in [
+        ("--depth", "18446744073709551615"),
+        ("--new-tokens", "18446744073709551000"),
+        ("--reps", "18446744073709551615"),
+        ("--warmup", "18446744073709551615"),
+        ("--prompt-len", "18446744073709551615"),
+        ("--reps", "0"),
+    ] {
+        let e = failed(memra(&["--backend", "cpu", "bench", "decode", flag, v]));
+        assert!(
+            e.contains(flag) && !e.contains("panicked"),
+            "{flag} {v}: {e}"
+        );
+    }
+    let model = smol_path();
+    let e = failed(memra(&[
+        "--backend",
+        "cpu",
+        "run",
+        &model,
+        "--prompt",
+        "Hi",
+        "--temperature",
+        "-1",
+    ]));
+    assert!(
+        e.contains("temperature") && !e.contains("unexpected argument"),
         "{e}"
     );
 }
@@ -648,6 +706,10 @@ fn config_errors_name_the_key_and_its_file() {
         e.contains("threds") && !e.contains("quoted integers"),
         "{e}"
     );
+    // An integer past TOML's range names the file too.
+    std::fs::write(&file, "kv_block_size = 18446744073709551615\n").unwrap();
+    let e = failed(memra(&["--config", path, "serve", "--print-config"]));
+    assert!(e.contains(path), "{e}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_memra"))
         .args(["serve", "--print-config"])
         .env("MEMRA_CONFIG", "")

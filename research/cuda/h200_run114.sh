@@ -9,7 +9,7 @@
 # Q4_K decode bs=1 and bs=32, TTFT of 1,024 tokens, each lanes against TC.
 # Prediction: M = 1 within +-15% of the lanes kernel (instruction-bound like Q8_0's, half the
 # bytes); M = 32 3-5x faster (the integer kernel's lane order costs it there, 812 tok/s at bs=32);
-# TTFT 1,048 ms -> 250-400 ms (the one-token entries re-read the weights every 32 tokens).
+# TTFT 1,048 ms -> 300-500 ms (the `_n2` entries re-read the weights every 16 tokens).
 # Usage: h200_run114.sh MEMRA OUT_DIR (about 3.5 minutes)
 set -u
 N=$1; O=$2; L=$O/log.txt

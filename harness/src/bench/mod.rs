@@ -34,6 +34,15 @@ use rows::{Env, Row, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// Largest token count a flag takes (prompt lengths, depths, new tokens, `run --max-tokens`):
+/// 16 Mi tokens, past any model's context, so sums of such counts cannot overflow and a typo is
+/// refused by the parser instead of wrapping past the context checks.
+pub const MAX_TOKENS: u64 = 1 << 24;
+/// Largest batch a bench flag takes.
+pub const MAX_ROWS: u64 = 1 << 16;
+/// Largest count of timed or warm-up runs a bench flag takes.
+pub const MAX_REPS: u64 = 1 << 20;
+
 /// What `memra bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -81,31 +90,34 @@ pub struct BenchArgs {
     #[arg(long, default_value = "smollm2-135m-instruct")]
     pub model: String,
     /// decode: batch sizes (sequences decoding together), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(long, value_delimiter = ',', default_value = "1",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_ROWS))]
     pub batch: Vec<usize>,
     /// decode: context depths (prompt tokens before decoding starts), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "128")]
+    #[arg(long, value_delimiter = ',', default_value = "128",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_TOKENS))]
     pub depth: Vec<usize>,
     /// decode, serve, spec: tokens generated per sequence (end-of-sequence ignored).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_TOKENS))]
     pub new_tokens: usize,
     /// ttft, prefix: prompt lengths in tokens, comma-separated (ttft skips, with a note, lengths
     /// beyond the model's context).
-    #[arg(long, value_delimiter = ',', default_value = "512,1024,4096,16384")]
+    #[arg(long, value_delimiter = ',', default_value = "512,1024,4096,16384",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_TOKENS))]
     pub prompt_len: Vec<usize>,
     /// prefix: tokens after the cached prefix. The prefix cache shares whole KV blocks, so a hit
     /// prefills these plus the prefix's last partial block (row field `cached_tokens`).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_TOKENS))]
     pub suffix_len: usize,
     #[command(flatten)]
     pub load: Box<LoadArgs>,
     #[command(flatten)]
     pub spec: Box<SpecArgs>,
     /// Timed runs per figure (N).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_REPS))]
     pub reps: usize,
     /// Untimed warm-up runs per figure.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_REPS))]
     pub warmup: usize,
     /// serve, prefix: seed of the random prompts and of the Poisson arrivals (decode, ttft and spec
     /// use fixed prompts).

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 91] = [
+pub const KERNEL_DEFINES: [&str; 86] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -25,11 +25,6 @@ pub const KERNEL_DEFINES: [&str; 91] = [
     "QLIN_M1_WARPS",
     "QLIN_M1_UNROLL",
     "QLIN_M1_PREFETCH",
-    "QLIN_M1_LEAN",
-    "QLIN_FX",
-    "QLIN_MMA1",
-    "QLIN_MMA1_WG",
-    "QLIN_MMA1_BLOCKS",
     "QLIN_M1_BIGK",
     "QLIN_M1_WARPS_BIGK",
     "QLIN_M1_PREFETCH_BIGK",

@@ -118,7 +118,7 @@ fn defines_off_by_default_accept_zero() {
     }
 }
 
-/// Each kernel define kind takes its own range: switches 0/1, QTC_Q8_M1 0..=2, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
+/// Each kernel define kind takes its own range: switches 0/1, QTC_Q8_M1 0 or 2, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
 /// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_WG and
 /// TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
 /// combinations (TCK_STAGES above TCK_UB, twice it with TCK_BULK, TCK_UB at most 4 with
@@ -187,7 +187,8 @@ fn kernel_define_values_are_checked_by_kind() {
     }
     for (bad, says) in [
         ("QTC = \"2\"", "\"0\" or \"1\""),
-        ("QTC_Q8_M1 = \"3\"", "one-token loops"),
+        ("QTC_Q8_M1 = \"3\"", "one-token loop"),
+        ("QTC_Q8_M1 = \"1\"", "was removed"),
         ("QTC_SK = \"4\"", "wgmma, every matrix"),
         ("TCK_WG = \"0\"", "TCK_WG must be 1 to 3"),
         ("TCK_STAGES = \"17\"", "TCK_STAGES must be 2 to 16"),

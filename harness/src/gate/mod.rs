@@ -109,7 +109,10 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
         "cpu" => arms::set_lane(arms::Lane::Cpu {
             kv_f16: cfg.kv_f16(),
         }),
-        "cuda" => arms::set_lane(arms::Lane::Cuda(crate::backends::CudaPool::get(cfg)?)),
+        "cuda" => arms::set_lane(arms::Lane::Cuda(
+            crate::backends::CudaPool::get(cfg)
+                .map_err(|e| e.context("the CUDA lane needs a GPU (the CPU lane is --lane cpu)"))?,
+        )),
         other => bail!("unknown lane {other:?} (cpu or cuda)"),
     }
     if !args.gates_dir.is_dir() {
@@ -117,6 +120,9 @@ pub fn run(args: &GateArgs, cfg: &Config) -> Result<()> {
             "gates directory {} not found: run from the repository root or pass --gates-dir",
             args.gates_dir.display()
         );
+    }
+    if args.only.as_deref().is_some_and(|o| o.trim().is_empty()) {
+        bail!("--only is empty: name a gate (or part of one); without --only the whole lane runs");
     }
     let repo = repo_root(&args.gates_dir)?;
     let (gates, other_lane) = select(&args.gates_dir, args.only.as_deref(), &args.lane)?;

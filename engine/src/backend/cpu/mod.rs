@@ -6,7 +6,7 @@
 pub mod ops;
 
 use super::{Backend, LogitsWanted, SeqChunk};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::models::{Model, ModelConfig};
 use crate::quant::QuantMatrix;
 use rayon::prelude::*;
@@ -36,17 +36,60 @@ struct Row {
 }
 
 impl CpuBackend {
-    /// Allocates `num_blocks` KV blocks of `block_size` positions for `model`.
+    /// Allocates `num_blocks` KV blocks of `block_size` positions for `model`. Panics where
+    /// [`CpuBackend::try_new`] errs (tests and tools with small caches).
     pub fn new(model: Arc<Model>, num_blocks: usize, block_size: usize) -> Self {
+        Self::try_new(model, num_blocks, block_size).expect("CPU KV cache")
+    }
+
+    /// As [`CpuBackend::new`], but a cache whose size overflows or that the allocator refuses
+    /// (f32 K and V: 2 · layers · blocks · block_size · kv_heads · head_dim · 4 bytes) is an
+    /// [`Error::InvalidArgument`] naming its size, instead of an abort.
+    pub fn try_new(model: Arc<Model>, num_blocks: usize, block_size: usize) -> Result<Self> {
         let c = &model.config;
-        let per_layer = num_blocks * block_size * c.n_kv_heads * c.head_dim;
+        let per_layer = num_blocks
+            .checked_mul(block_size)
+            .and_then(|n| n.checked_mul(c.n_kv_heads * c.head_dim))
+            .filter(|n| n.checked_mul(8 * c.n_layers).is_some())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "KV cache of {num_blocks} blocks of {block_size} positions overflows"
+                ))
+            })?;
+        let refused = || {
+            Error::InvalidArgument(format!(
+                "cannot allocate the CPU KV cache: {} MiB ({num_blocks} blocks of {block_size} \
+                 positions); lower kv_cache_mib or kv_block_size",
+                (per_layer as u128 * 8 * c.n_layers as u128) >> 20
+            ))
+        };
+        // Zeroed pages from the allocator, as `vec![0f32; n]` gets them (lazily on Linux), but a
+        // refusal comes back as an error rather than an abort.
+        let zeroed = || -> Result<Vec<f32>> {
+            if per_layer == 0 {
+                return Ok(Vec::new());
+            }
+            let layout = std::alloc::Layout::array::<f32>(per_layer).map_err(|_| refused())?;
+            // SAFETY: the layout has a non-zero size (per_layer > 0); a non-null result is
+            // `per_layer` zeroed, suitably aligned f32s owned by the Vec from here on, allocated
+            // by the global allocator with the layout Vec<f32> frees with.
+            unsafe {
+                let p = std::alloc::alloc_zeroed(layout) as *mut f32;
+                if p.is_null() {
+                    return Err(refused());
+                }
+                Ok(Vec::from_raw_parts(p, per_layer, per_layer))
+            }
+        };
+        let k = (0..c.n_layers).map(|_| zeroed()).collect::<Result<_>>()?;
+        let v = (0..c.n_layers).map(|_| zeroed()).collect::<Result<_>>()?;
         let rope_global = ops::Rope::new(c.head_dim, c.rope_theta, c.rope_style);
         let rope_local = c
             .rope_local_theta
             .map(|t| ops::Rope::new(c.head_dim, t, c.rope_style));
-        CpuBackend {
-            k: (0..c.n_layers).map(|_| vec![0f32; per_layer]).collect(),
-            v: (0..c.n_layers).map(|_| vec![0f32; per_layer]).collect(),
+        Ok(CpuBackend {
+            k,
+            v,
             model,
             block_size,
             num_blocks,
@@ -54,7 +97,7 @@ impl CpuBackend {
             rope_local,
             split_k_canary: false,
             kv_f16: false,
-        }
+        })
     }
 
     /// The KV cache keeps only what an f16 cache would: every appended K and V value is rounded

@@ -45,10 +45,6 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/linear_int.cu"),
     },
     KernelSource {
-        name: "linear_mma1.cu",
-        src: include_str!("../../../../kernels/linear_mma1.cu"),
-    },
-    KernelSource {
         name: "linear_tc.cu",
         src: include_str!("../../../../kernels/linear_tc.cu"),
     },

@@ -262,8 +262,12 @@ impl CudaDevice {
         check(k > 0 && k.is_multiple_of(32), || {
             format!("linear_tc: k {k} must be a positive multiple of 32")
         })?;
-        // Q4_K (QTC_Q4_K = 1) has the one-token entries only: they take every M.
+        // Q4_K (QTC_Q4_K = 1) has the one-token entries only: they take every M. Its units are
+        // read by super-block (K a multiple of 256, as `repack_tc` requires).
         let q4k = w.dtype == DType::Q4_K;
+        check(!q4k || k.is_multiple_of(256), || {
+            format!("linear_tc: a Q4_K matrix's k {k} must be a multiple of 256")
+        })?;
         let gemm = if q4k { 0 } else { self.define("QTC_GEMM", 0) };
         // The tiled GEMM's form, by QTC_GEMM.
         let tiled = |ys: &mut [&mut CudaSlice<f32>]| match gemm {
@@ -307,9 +311,11 @@ impl CudaDevice {
                 return Ok(epi_done);
             }
         }
+        // Q4_K has entries of up to 16 tokens (`_n1`, `_n2`; kernels/linear_tc.cu).
         let nt: u32 = match m.div_ceil(8) {
             1 => 1,
             2 => 2,
+            _ if q4k => 2,
             _ => 4,
         };
         let (split, suffix) = self.tc_split(r);
@@ -765,7 +771,7 @@ mod tests {
                 crate::quant::dequantize_row(DType::Q4_K, row, &mut want);
             }
             let (tile, g, hi) = (r / 16, r % 8, (r % 16) / 8);
-            for k in 0..cols {
+            for (k, &w) in want.iter().enumerate() {
                 let (u, e) = (k / 32, k % 32);
                 let tu = tile * units + u;
                 let (lane, slot) = tc_position(r % 16, e);
@@ -781,7 +787,7 @@ mod tests {
                 let dsc = f16(dw & 0xffff) * (sw & 0xff) as f32;
                 let dmm = f16(dw >> 16) * ((sw >> 8) & 0xff) as f32;
                 let got = dsc * code as f32 - dmm;
-                let exp = if r < rows { want[k] } else { 0.0 };
+                let exp = if r < rows { w } else { 0.0 };
                 assert_eq!(
                     got.to_bits(),
                     exp.to_bits(),

@@ -262,7 +262,7 @@ impl CudaDevice {
     /// loads from the disk cache) with `opts` on first use. Weights uploaded through `self` must
     /// be complete ([`CudaDevice::synchronize`] on `self`) before this stream reads them, and their
     /// layout follows `self`'s defines: only reuse them when the defines that choose a layout
-    /// (`QTC`, `QTC_Q8_0`: [`linear_tc::tc_enabled`]) are the same. `memra tune` times kernel
+    /// (`QTC`, `QTC_Q8_0`, `QTC_Q4_K`: [`linear_tc::tc_enabled`]) are the same. `memra tune` times kernel
     /// candidates this way on one copy of the weights. Errors: the driver refusing a stream.
     pub fn with_options(&self, opts: KernelOptions) -> Result<CudaDevice> {
         let stream = self.ctx.new_stream().map_err(drv)?;

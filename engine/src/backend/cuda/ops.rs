@@ -537,17 +537,6 @@ impl CudaDevice {
         };
         let m1_smem = k.div_ceil(1024) * chunk_bytes;
         let one_token = m == 1 && (w.aux.is_none() || m1_smem <= self.info().max_smem_optin);
-        if one_token
-            && w.aux.is_some()
-            && w.dtype == DType::Q4_K
-            && self.define("QLIN_MMA1", 0) == 1
-        {
-            if let Some(cfg) = self.mma1_config(k, r, m1_smem) {
-                let f = "linear_q4_k_r_mma1";
-                self.launch_linear("linear_mma1.cu", f, cfg, x, w, ys, &rows, m, split_canary)?;
-                return Ok(false);
-            }
-        }
         // M > 1 with QLIN_MT = 1: the multi-token kernel with the one-token kernel's per-lane walk
         // (kernels/linear.cu linear_qr_mt_impl; off by default until measured on a device). The
         // split canary keeps the tiled kernel, which implements it.
@@ -614,35 +603,6 @@ impl CudaDevice {
         }
         self.launch_linear("linear.cu", &func, cfg, x, w, ys, &rows, m, split_canary)?;
         Ok(false)
-    }
-
-    /// Launch shape of `linear_q4_k_r_mma1` (kernels/linear_mma1.cu; QLIN_MMA1 = 1 with QLIN_INT =
-    /// 1): blocks of QLIN_MMA1_WG row tiles of 16 rows, 8 warps a tile, at most QLIN_MMA1_BLOCKS
-    /// blocks an SM (default 4 / QLIN_MMA1_WG, what the kernel's launch bounds fit; each block
-    /// stages all of x, `xbytes` bytes, then walks row groups). Shared memory:
-    /// x, 2 KiB of class sums a tile, 64 zero bytes. None when QLIN_INT
-    /// is 0 (the form reads x as digits) or the shared memory exceeds the device's opt-in limit.
-    fn mma1_config(&self, k: usize, r: usize, xbytes: usize) -> Option<LaunchConfig> {
-        let wg = self.define("QLIN_MMA1_WG", 2);
-        let smem = xbytes + (wg as usize) * 2048 + 64;
-        if self.define("QLIN_INT", 0) != 1
-            || !(1..=2).contains(&wg)
-            || !k.is_multiple_of(256)
-            || smem > self.info().max_smem_optin
-        {
-            return None;
-        }
-        let groups = (r as u32).div_ceil(16 * wg);
-        let per_sm = self.define("QLIN_MMA1_BLOCKS", 4 / wg).max(1);
-        Some(LaunchConfig {
-            grid_dim: (
-                groups.min(per_sm * self.info().sm_count.max(1) as u32),
-                1,
-                1,
-            ),
-            block_dim: (256 * wg, 1, 1),
-            shared_mem_bytes: smem as u32,
-        })
     }
 
     /// Launches a linear entry of any kernel file: (x, weights, headers, bias, LIN_OUT_PARAMS,

@@ -329,8 +329,7 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     let mut out = Vec::new();
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
     // and a K whose one-token staging (12 chunks, 50 KiB) needs the shared-memory opt-in; Q4_K at
-    // an 8B down projection's K (14 chunks, past 48 KiB with QLIN_MMA1's class sums) and at K = 256
-    // (one super-block: QLIN_MMA1's warps past the 8 units load nothing).
+    // an 8B down projection's K (14 chunks) and at K = 256 (one super-block).
     let mut cases = vec![
         (DType::BF16, 576usize, 70usize),
         (DType::Q8_0, 1536, 33),
@@ -343,8 +342,12 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     // QTC_SPLIT_BIG / QTC_GEMM_MIN_BIG: matrices of QTC_BIG_ROWS rows or more take their own slice
     // count / GEMM start; one such matrix (and its fused form, three times as tall) a format.
     let big_own = dev.define("QTC_SPLIT_BIG", 0) > 0 || dev.define("QTC_GEMM_MIN_BIG", 0) > 0;
+    let q4_tc = super::linear_tc::tc_enabled(dev, DType::Q4_K);
     if dev.define("QTC", 0) == 1 && big_own {
         cases.extend([(DType::BF16, 256usize, big), (DType::Q8_0, 256, big)]);
+        if q4_tc {
+            cases.push((DType::Q4_K, 256, big));
+        }
     }
     // QTC_WT_ALT: a matrix whose M = 1 rows take the `_alt` entries on this device
     // ([`one_token_wt`]), checked bit for bit against the other token counts. It and its fused
@@ -362,6 +365,9 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 (DType::BF16, 256usize, 16 * t as usize),
                 (DType::Q8_0, 256, 16 * t as usize),
             ]);
+            if q4_tc {
+                cases.push((DType::Q4_K, 256, 16 * t as usize));
+            }
         }
     }
     for (dtype, k, r) in cases {
