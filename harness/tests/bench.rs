@@ -489,7 +489,7 @@ fn impossible_cells_are_refused() {
     for (args, says) in [
         (
             &["decode", "--batch", "0"][..],
-            "--batch must be at least 1",
+            "invalid value '0' for '--batch",
         ),
         (
             &["decode", "--depth", "0"][..],

@@ -86,6 +86,35 @@ fn compare_flags_an_altered_reference() {
     let o = cmp("settings.jsonl", &format!("{s}\n"));
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("settings"));
+    // A cell this build refuses to run (1 new token) is that cell's NOT RE-MEASURED verdict, and
+    // the other cells still run; a malformed cell names the file and its line.
+    let mut bad = rows[0].clone();
+    bad["params"]["new_tokens"] = 1.into();
+    let o = cmp("bad.jsonl", &format!("{wide}\n{bad}\n"));
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(!o.status.success());
+    assert!(
+        err.contains("cannot be re-measured") && err.contains("new-tokens"),
+        "{err}"
+    );
+    assert!(
+        out.contains("NOT RE-MEASURED") && out.contains("same"),
+        "{out}"
+    );
+    let mut nobatch = rows[0].clone();
+    nobatch["params"].as_object_mut().unwrap().remove("batch");
+    let p = b.path("nobatch.jsonl");
+    std::fs::write(&p, format!("\n{nobatch}\n")).unwrap();
+    let o = b.run(&["--compare", p.to_str().unwrap(), "--reps", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&format!("{}:2", p.display())) && err.contains("\"batch\""),
+        "{err}"
+    );
 }
 
 /// `--compare REF --against BIN`: BIN measures REF's cells now, one run per round interleaved

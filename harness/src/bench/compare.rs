@@ -154,6 +154,8 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         .with_context(|| format!("reading {}", reference.display()))?;
     // Latest row per cell of this device, backend and model.
     let mut cells: BTreeMap<(String, String), RefRow> = BTreeMap::new();
+    // The REF line each kept cell came from (1-based), for errors that name it.
+    let mut lines: BTreeMap<(String, String), usize> = BTreeMap::new();
     let (mut skipped, mut superseded) = (0, 0);
     for (i, line) in text
         .lines()
@@ -175,6 +177,7 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
         let key = (r.scenario.clone(), super::rows::canonical(&r.params));
         superseded += usize::from(cells.contains_key(&key));
         if cells.get(&key).is_none_or(|old| r.time >= old.time) {
+            lines.insert(key.clone(), i + 1);
             cells.insert(key, r);
         }
     }
@@ -191,10 +194,11 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
     // The runs that measure them, deduplicated (one serve level gives three cells), serve first
     // (before this process holds any weights on the device), decode and ttft last.
     let mut jobs: Vec<(Scenario, BenchArgs, Value)> = Vec::new();
-    for r in cells.values() {
+    for (key, r) in &cells {
+        let at = || format!("{}:{}", reference.display(), lines[key]);
         let sc = Scenario::from_str(&r.scenario, false)
-            .map_err(|_| anyhow::anyhow!("unknown scenario {:?} in REF", r.scenario))?;
-        let a = cell_args(base, sc, &r.params)?;
+            .map_err(|_| anyhow::anyhow!("{}: unknown scenario {:?}", at(), r.scenario))?;
+        let a = cell_args(base, sc, &r.params).with_context(at)?;
         if !jobs
             .iter()
             .any(|(s, b, _)| *s == sc && format!("{b:?}") == format!("{a:?}"))
@@ -227,9 +231,18 @@ pub fn run(base: &BenchArgs, ctx: &mut Ctx, reference: &Path, out: Option<&Path>
             (rows, Some(refs))
         }
         None => {
+            // A cell whose run fails (its params refused by this build, say) gets the table's
+            // "NOT RE-MEASURED" verdict, and the others still run.
             let mut rows: Vec<Row> = Vec::new();
-            for (sc, a, _) in &jobs {
-                rows.extend(measure(*sc, a, ctx)?);
+            for (sc, a, params) in &jobs {
+                match measure(*sc, a, ctx) {
+                    Ok(r) => rows.extend(r),
+                    Err(e) => eprintln!(
+                        "bench --compare {}: cell {} {params} cannot be re-measured: {e:#}",
+                        reference.display(),
+                        sc.name()
+                    ),
+                }
             }
             (rows, None)
         }
