@@ -11,7 +11,7 @@
 //!   decode tok/s at an 8,192-token depth) and,
 //!   with `QTC = 1`, the tensor-core load knobs of the model's format (BF16: `QTC_UNROLL`,
 //!   `QTC_DB_BIG`; Q8_0 on the tensor cores: `QTC_Q8_UNROLL`, `QTC_Q8_UNROLL_BIG`,
-//!   `QTC_Q8_DB_BIG`, `QTC_Q8_M1`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) and `QTC_WT_ALT` (0 or 3, either
+//!   `QTC_Q8_DB_BIG`, `QTC_Q8_M1`; on a Q4_K model with `QTC_Q4_K = 1`, `QTC_Q4_UNROLL` and `QTC_Q4_UNROLL_NT`; the `_BIG` ones with `QTC_SPLIT_BIG` > 0) and `QTC_WT_ALT` (0 or 3, either
 //!   tensor-core format) (decode tok/s, bs=1) and the
 //!   split-K forms' routing `QTC_SK` (0, 2, and 3 on sm_90a) and, with `QTC_SK = 3`, `TCS_GLU`
 //!   and `TCS_ROPE` (SwiGLU in the gate|up reduce, RoPE and the KV append in the Q|K|V reduce,
@@ -329,7 +329,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 30] = [
+        let sweeps: [KnobSweep; 32] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -353,6 +353,8 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_Q8_M1", &[0, 2], 0, Some(128), 1),
+            ("QTC_Q4_UNROLL", &[1, 4], 4, Some(128), 1),
+            ("QTC_Q4_UNROLL_NT", &[1, 2], 4, Some(128), 32),
             ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
             ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
             ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),

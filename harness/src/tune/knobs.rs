@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 /// anything under `defines`: the tensor-core knobs need `QTC = 1` and a model of the format whose
 /// entries they set (`QTC_UNROLL`, `QTC_DB_BIG`: BF16, since on a Q8_0 model they would reach only
 /// the Q8_0 entries that follow them by default; `QTC_Q8_*`: Q8_0 with `QTC_Q8_0` not 0, the
-/// kernels' default being 1), and the `_BIG` ones `QTC_SPLIT_BIG` > 0 (no `_big` entries
+/// kernels' default being 1; `QTC_Q4_*`: Q4_K with `QTC_Q4_K = 1`), and the `_BIG` ones
+/// `QTC_SPLIT_BIG` > 0 (no `_big` entries
 /// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format;
 /// `TCS_GLU` and `TCS_ROPE` (SwiGLU in the wgmma split-K reduce of gate|up, RoPE and the KV append
 /// in that of Q|K|V) and `TCK_FUSE` (that reduce inside the form) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` and `QTC_GEMM_MIN_BIG`
@@ -40,10 +41,13 @@ pub(super) fn sweep_applies(
     let big_ok =
         !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
     let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
+    let q4_tc = fmt == Some(DType::Q4_K) && val("QTC_Q4_K", "0") == "1";
     let fmt_ok = if name == "QTC_SK" || name == "QTC_WT_ALT" {
         fmt == Some(DType::BF16) || q8_tc
     } else if name.starts_with("QTC_Q8_") {
         q8_tc
+    } else if name.starts_with("QTC_Q4_") {
+        q4_tc
     } else {
         fmt == Some(DType::BF16)
     };
@@ -66,14 +70,15 @@ pub(super) fn attn_fits(name: &str, v: u32, defines: &BTreeMap<String, String>) 
 }
 
 /// The value kernel define `name` has under `defines`: its own entry, else that of the define it
-/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL*: QTC_UNROLL;
+/// defaults to in the kernel source (QTC_DB_BIG: QTC_DB; QTC_Q8_UNROLL*, QTC_Q4_UNROLL*: QTC_UNROLL;
 /// QTC_Q8_DB_BIG: QTC_DB_BIG, then QTC_DB; QTC_Q8_DB: QTC_DB), else `default`, the kernel's own default.
 pub(super) fn current_define(name: &str, defines: &BTreeMap<String, String>, default: u32) -> u32 {
     let get = |k: &str| defines.get(k).and_then(|v| v.trim().parse::<u32>().ok());
     // The chains of kernels/linear_tc.cu's #defines (QTC_SPLIT, QTC_SPLIT_BIG: common.cuh), nearest first.
     let follows: &[&str] = match name {
         "QTC_DB_BIG" => &["QTC_DB"],
-        "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" => &["QTC_UNROLL"],
+        "QTC_Q8_UNROLL" | "QTC_Q8_UNROLL_NT" | "QTC_Q8_UNROLL_BIG" | "QTC_Q4_UNROLL"
+        | "QTC_Q4_UNROLL_NT" => &["QTC_UNROLL"],
         "QTC_Q8_DB_BIG" => &["QTC_DB_BIG", "QTC_DB"],
         "QTC_Q8_DB" => &["QTC_DB"],
         _ => &[],
@@ -109,6 +114,18 @@ mod tests {
         assert!(sweep_applies("QTC_Q8_UNROLL", &qtc, q8));
         assert!(sweep_applies("QTC_Q8_DB_BIG", &qtc, q8));
         assert!(!sweep_applies("QTC_Q8_UNROLL", &qtc, bf16));
+        // Q4_K's load groups only on a Q4_K model with QTC_Q4_K on.
+        let q4 = Some(DType::Q4_K);
+        assert!(!sweep_applies("QTC_Q4_UNROLL", &qtc, q4));
+        let q4tc = d(&[("QTC", "1"), ("QTC_Q4_K", "1")]);
+        assert!(sweep_applies("QTC_Q4_UNROLL", &q4tc, q4));
+        assert!(sweep_applies("QTC_Q4_UNROLL_NT", &q4tc, q4));
+        assert!(!sweep_applies("QTC_Q4_UNROLL", &q4tc, bf16));
+        assert!(!sweep_applies("QTC_UNROLL", &q4tc, q4));
+        assert_eq!(
+            current_define("QTC_Q4_UNROLL", &d(&[("QTC_UNROLL", "1")]), 4),
+            1
+        );
         // Q8_0 off the tensor cores, or no big matrices: nothing to sweep.
         let lanes = d(&[("QTC", "1"), ("QTC_SPLIT_BIG", "4"), ("QTC_Q8_0", "0")]);
         assert!(!sweep_applies("QTC_Q8_UNROLL", &lanes, q8));
