@@ -204,14 +204,13 @@ impl Tokenizer {
         if let Some(b) = byte_fallback_piece(&raw) {
             return Some(vec![b]);
         }
-        let text = self.inner.decode(&[id], false).ok()?;
         if self.byte_level && !self.is_added(id) {
             let table = byte_level_table();
             if let Some(bytes) = raw.chars().map(|c| table.get(&c).copied()).collect() {
                 return Some(bytes);
             }
         }
-        Some(text.into_bytes())
+        self.inner.decode(&[id], false).ok().map(String::into_bytes)
     }
 
     fn is_added(&self, id: u32) -> bool {
