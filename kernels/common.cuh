@@ -461,6 +461,27 @@ __device__ __forceinline__ void q4x16_to_bf16_frags(u32 w0, u32 w1, u32 (&a)[2][
         }
 }
 
+// A Q4_K unit's row factors (QTC_Q4_K): d sc and dmin m of rows g (index 0) and g + 8 (1), the
+// exact f32 products (11 x 6 bits) the lane kernels form, from the unit's scale word `sw` (sc of
+// row g | m of row g << 8 | sc of row g+8 << 16 | m of row g+8 << 24) and the super-block's words
+// `dg`, `dg8` (f16 d | f16 dmin << 16 of rows g and g + 8). Every tensor-core form calls it.
+__device__ __forceinline__ void q4k_unit_factors(u32 sw, u32 dg, u32 dg8, float (&d)[2], float (&ml)[2]) {
+    d[0] = __fmul_rn(f16_bits_to_f32((u16)(dg & 0xffffu)), (float)(sw & 0xffu));
+    ml[0] = __fmul_rn(f16_bits_to_f32((u16)(dg >> 16)), (float)((sw >> 8) & 0xffu));
+    d[1] = __fmul_rn(f16_bits_to_f32((u16)(dg8 & 0xffffu)), (float)((sw >> 16) & 0xffu));
+    ml[1] = __fmul_rn(f16_bits_to_f32((u16)(dg8 >> 16)), (float)(sw >> 24));
+}
+// A Q4_K unit folded into a row's running sum: fma(d sc, Σ q x, acc), then fma(-(dmin m), Σ x, .)
+// (kernels/linear_tc.cu's chain; every tensor-core form folds through it).
+__device__ __forceinline__ float q4k_fold(float acc, float us, float d, float ml, float xsum) {
+    return __fmaf_rn(-ml, xsum, __fmaf_rn(d, us, acc));
+}
+// The d words of rows g and g + 8 (x, y) of row tile `tile`, unit u's super-block, in the Q4_K
+// tensor-core layout (after the [tiles][units][8] scale words of `s`).
+__device__ __forceinline__ uint2 q4k_dwords(const u32* s, int tiles, int nu, int tile, int u, int g) {
+    return reinterpret_cast<const uint2*>(s + (size_t)tiles * nu * 8)[((size_t)tile * (nu / 8) + u / 8) * 8 + g];
+}
+
 // d += a * b: one m16n8k16 bf16 MMA with f32 accumulation.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

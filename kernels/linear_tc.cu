@@ -335,8 +335,7 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
                     if (F == TC_Q4_K) {
                         // The lane's codes in x, y; rows g and g+8's d and dmin in z, w.
                         const uint2 qv = reinterpret_cast<const uint2*>(q)[tu * 32 + lane];
-                        const uint2 dv = reinterpret_cast<const uint2*>(s + (size_t)tiles * nu * 8)
-                            [((size_t)tile * (nu / 8) + u / 8) * 8 + g];
+                        const uint2 dv = q4k_dwords(s, tiles, nu, tile, u, g);
                         wv[j][w][0] = make_uint4(qv.x, qv.y, dv.x, dv.y);
                     } else {
                         const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
@@ -415,17 +414,12 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 #pragma unroll
                             for (int r = 0; r < 4; ++r) a[h][r] = i8x2_to_bf16x2(words[2 * h + r / 2], 2 * (r & 1));
                     }
-                    float d0 = 1.0f, d1 = 1.0f, ml0 = 0.0f, ml1 = 0.0f;
+                    float dr[2] = {1.0f, 1.0f}, ml[2] = {0.0f, 0.0f};
                     if (F == TC_Q8_0) {
-                        d0 = f16_bits_to_f32((u16)(sc[j][w] & 0xffffu));
-                        d1 = f16_bits_to_f32((u16)(sc[j][w] >> 16));
+                        dr[0] = f16_bits_to_f32((u16)(sc[j][w] & 0xffffu));
+                        dr[1] = f16_bits_to_f32((u16)(sc[j][w] >> 16));
                     } else if (F == TC_Q4_K) {
-                        // d sc and dmin m of rows g and g+8: exact f32 products (11 x 6 bits).
-                        const u32 sw = sc[j][w], dz = wv[j][w][0].z, dw = wv[j][w][0].w;
-                        d0 = __fmul_rn(f16_bits_to_f32((u16)(dz & 0xffffu)), (float)(sw & 0xffu));
-                        ml0 = __fmul_rn(f16_bits_to_f32((u16)(dz >> 16)), (float)((sw >> 8) & 0xffu));
-                        d1 = __fmul_rn(f16_bits_to_f32((u16)(dw & 0xffffu)), (float)((sw >> 16) & 0xffu));
-                        ml1 = __fmul_rn(f16_bits_to_f32((u16)(dw >> 16)), (float)(sw >> 24));
+                        q4k_unit_factors(sc[j][w], wv[j][w][0].z, wv[j][w][0].w, dr, ml);
                     }
 #pragma unroll
                     for (int n = 0; n < NT; ++n) {
@@ -439,10 +433,9 @@ __device__ __forceinline__ void linear_tc_impl(const float* __restrict__ x, cons
 #pragma unroll
                         for (int c = 0; c < 4; ++c) {
                             if (F == TC_Q4_K) {
-                                const float v = __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c]);
-                                acc[w][n][c] = __fmaf_rn(-(c < 2 ? ml0 : ml1), ux[n][c], v);
+                                acc[w][n][c] = q4k_fold(acc[w][n][c], us[c], dr[c >> 1], ml[c >> 1], ux[n][c]);
                             } else {
-                                acc[w][n][c] = F == TC_Q8_0 ? __fmaf_rn(c < 2 ? d0 : d1, us[c], acc[w][n][c])
+                                acc[w][n][c] = F == TC_Q8_0 ? __fmaf_rn(dr[c >> 1], us[c], acc[w][n][c])
                                                             : __fadd_rn(acc[w][n][c], us[c]);
                             }
                         }

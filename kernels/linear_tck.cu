@@ -19,9 +19,11 @@
 // warp and batch (TCK_BULK, run 70: BF16 bs=32 +11%) it is the H200 defaults' form at 9-255 tokens.
 //
 // Exactness: the chain of linear_tcs_impl, unchanged (per unit a sum from 0 of the MMAs, k-half
-// 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); the slice's
-// sum to `part`, and linear_tcs_reduce (kernels/splitk_reduce.cu) adds the slices in order, the first
-// as is, then the bias). Run 61: wgmma's m64nNk16 gives mma.sync m16n8k16's bits.
+// 0 then 1, parts in order; BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc), Q4_K
+// (QTC_Q4_K = 2) q4k_fold with the unit's Σx of each token, which the block computes once a unit
+// by the one-token entries' chain (an A of ones) before its row groups; the slice's sum to `part`,
+// and linear_tcs_reduce (kernels/splitk_reduce.cu) adds the slices in order, the first as is, then
+// the bias). Run 61: wgmma's m64nNk16 gives mma.sync m16n8k16's bits.
 #ifndef TCK_WG
 #define TCK_WG 2
 #endif
@@ -92,6 +94,11 @@ __device__ __forceinline__ uint4 tck_ldg(const uint4* p) {
                  : "l"(p));
     return v;
 }
+__device__ __forceinline__ uint2 tck_ldg2(const uint2* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
 template <int N>
 __device__ __forceinline__ void tck_pin(float (&d)[N]) {
 #pragma unroll
@@ -139,8 +146,9 @@ __device__ __noinline__ void tck_fused_reduce(const float* part, const float* bi
 // Grid: (slices, runs, ceil(M / NTOK)); block 128 TCK_WG; a block takes row groups (64 rows)
 // blockIdx.y rg_run .. + rg_run, warpgroup w every TCK_WG-th from the w-th. Dynamic shared
 // memory: x, ceil(nu / slices) units of NTOK / 8 token blocks x QTC_XSPLIT x 512 bytes, then a
-// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576),
-// then TCK_STAGES 8-byte mbarriers a warp (TCK_BULK) (host: linear_tcg.rs, tck_smem_bytes).
+// ring a warp of TCK_STAGES slots (1,024 bytes BF16; Q8_0 512 of weights + 32 of scales, 576;
+// Q4_K 256 + 32, 288), then TCK_STAGES 8-byte mbarriers a warp (TCK_BULK), then (Q4_K) Σx,
+// ceil(nu / slices) x NTOK f32 (host: linear_tcg.rs, tck_smem_bytes).
 //
 // TCK_FUSE (`fuse` != 0): bias ([R] f32 or null), y, y1, y2, R0, R1 as linear_tcs_reduce4's
 // outputs (fuse 1: R, R0 and R1 multiples of 4), or for a gate|up matrix (fuse 2: R = 2 I, I a
@@ -155,7 +163,8 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     constexpr int P = QTC_XSPLIT;
     constexpr int NTH = 128 * TCK_WG;
     constexpr int NA = NTOK / 2;                      // accumulators a thread: 64 NTOK / 128
-    constexpr int SLOT = F == TC_BF16 ? 1024 : 576;   // a warp's staged (tile, unit)
+    constexpr int SLOT = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 576 : 288;  // a warp's staged (tile, unit)
+    constexpr int WBYTES = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 512 : 256;  // of it, the weights
     constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
     static_assert(TCK_STAGES > TCK_UB, "a batch's units are copied while the ring holds more");
     static_assert(!TCK_BULK || TCK_STAGES >= 2 * TCK_UB, "the bulk ring holds two batches or more");
@@ -172,7 +181,8 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 
     // This warp's copies, one (row group, unit) a step in walk order: lane l takes its own A
     // fragments (BF16: its two 16-byte halves to planes 0 and 1, as tc_staged_a reads them;
-    // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales). Rows past R: zeros.
+    // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales; Q4_K: lanes 0-15 the 256
+    // bytes of codes in order, lanes 16-17 the scales). Rows past R: zeros.
     const int mine = rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
     const int steps = mine * nus;
     int c_i = 0, c_rg = rg0 + wg, c_u = 0;
@@ -186,6 +196,11 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 const u8* src = ok ? q + tu * 1024 + lane * 32 : q;
                 tcg_cp16(dst + lane * 16, src, ok);
                 tcg_cp16(dst + 512 + lane * 16, src + (ok ? 16 : 0), ok);
+            } else if (F == TC_Q4_K) {
+                if (lane < 16) tcg_cp16(dst + lane * 16, ok ? q + tu * 256 + lane * 16 : q, ok);
+                else if (lane < 18)
+                    tcg_cp16(dst + 256 + (lane - 16) * 16,
+                             ok ? reinterpret_cast<const u8*>(s) + tu * 32 + (lane - 16) * 16 : q, ok);
             } else {
                 tcg_cp16(dst + lane * 16, ok ? q + tu * 512 + lane * 16 : q, ok);
                 if (lane < 2)
@@ -215,17 +230,23 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             for (int b = 0; b < WB; ++b) nwv[j][b] = make_uint4(0, 0, 0, 0);
             if (j < nb && rg < rg1 && tile < tiles) {
                 const size_t tu = (size_t)tile * nu + u0 + un + j;
-                const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
+                if (F == TC_Q4_K) {
+                    // The lane's codes in x, y; rows g and g+8's d words in z, w (as linear_tc.cu).
+                    const uint2 qv = tck_ldg2(reinterpret_cast<const uint2*>(q) + tu * 32 + lane);
+                    const uint2 dw = q4k_dwords(s, tiles, nu, tile, u0 + un + j, g);
+                    nwv[j][0] = make_uint4(qv.x, qv.y, dw.x, dw.y);
+                } else {
+                    const uint4* p = reinterpret_cast<const uint4*>(q) + (tu * 32 + lane) * WB;
 #pragma unroll
-                for (int b = 0; b < WB; ++b) nwv[j][b] = tck_ldg(p + b);
-                if (F == TC_Q8_0) nsc[j] = s[tu * 8 + g];
+                    for (int b = 0; b < WB; ++b) nwv[j][b] = tck_ldg(p + b);
+                }
+                if (F != TC_BF16) nsc[j] = s[tu * 8 + g];
             }
         }
     };
     // TCK_BULK: batch slots of this warp's ring and their mbarriers (after every warp's ring).
     constexpr int NBS = TCK_STAGES / TCK_UB;
     constexpr int BSLOT = TCK_UB * SLOT;
-    constexpr int WBYTES = F == TC_BF16 ? 1024 : 512;
     const u32 bar0 = (u32)__cvta_generic_to_shared(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT)) +
                      warp * (TCK_STAGES * 8);
     int b_i = 0, b_rg = rg0 + wg, b_un = 0;
@@ -240,9 +261,10 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             const u32 dst = (u32)__cvta_generic_to_shared(ring + (b_i % NBS) * BSLOT);
             if (tile < tiles) {
                 const size_t tu = (size_t)tile * nu + u0 + b_un;
-                tcw_bar_expect(bar, nb * WBYTES + (F == TC_Q8_0 ? nb * 32 : 0));
+                tcw_bar_expect(bar, nb * WBYTES + (F != TC_BF16 ? nb * 32 : 0));
                 tcw_bulk(dst, q + tu * WBYTES, nb * WBYTES, bar);
-                if (F == TC_Q8_0) tcw_bulk(dst + TCK_UB * 512, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
+                if (F != TC_BF16)
+                    tcw_bulk(dst + TCK_UB * WBYTES, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
             } else {
                 tcw_bar_expect(bar, 0);
             }
@@ -296,6 +318,47 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
 
+    // Q4_K: each unit's Σx of each token (linear_tc_impl's `ux`: the MMAs of an A of ones from 0,
+    // k-half 0 then 1, parts in order), warpgroup w taking units w, w + TCK_WG, ...; lanes 0-3 of
+    // its first warp store them (element e: token 8 (e / 4) + 2t + e % 2; rows g and g + 8 hold
+    // the same sums).
+    float* sx = reinterpret_cast<float*>(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT) +
+                                         (NTH / 32) * (TCK_STAGES * 8));
+    if (F == TC_Q4_K) {
+        const u32 ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
+        for (int un = wg; un < nus; un += TCK_WG) {
+            float ux[NA];
+            unsigned long long desc[2][P];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    const unsigned long long v = tcw_desc(tck_smem + un * X_UNIT + p * 512 + h * 256, P * 512);
+                    asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[h][p]) : "l"(v));
+                }
+            int from0, acc_on;
+            asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
+            asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
+#pragma unroll
+            for (int e = 0; e < NA; ++e) ux[e] = 0.0f;
+            tck_pin(ux);
+            tcw_fence();
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < P; ++p) tck_mma(ux, ones, desc[h][p], h + p > 0 ? acc_on : from0);
+            tcw_commit();
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            tck_pin(ux);
+            if (wq == 0 && g == 0) {
+#pragma unroll
+                for (int e = 0; e < NA; ++e)
+                    if (((e >> 1) & 1) == 0) sx[un * NTOK + 8 * (e >> 2) + 2 * t + (e & 1)] = ux[e];
+            }
+        }
+        __syncthreads();
+    }
+
     float us[TCK_UB][NA], acc[NA];
 #pragma unroll
     for (int j = 0; j < TCK_UB; ++j)
@@ -319,6 +382,15 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         // slice's end runs its spare MMAs on zero weights and drops them.
         for (int un = 0; un < nus; un += TCK_UB) {
             const int nb = min(TCK_UB, nus - un);
+            // Q4_K on the ring or bulk path: the batch's d words from global memory, issued
+            // before the wait for its codes.
+            uint2 dq[TCK_UB];
+#pragma unroll
+            for (int j = 0; j < TCK_UB; ++j) {
+                dq[j] = make_uint2(0u, 0u);
+                if (F == TC_Q4_K && !TCK_LDG && j < nb && 4 * rg + wq < tiles)
+                    dq[j] = q4k_dwords(s, tiles, nu, 4 * rg + wq, u0 + un + j, g);
+            }
             if (TCK_LDG) {
                 // This batch's fragments are the ones loading; the next batch's loads go out.
 #pragma unroll
@@ -344,10 +416,36 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 __syncwarp();
             }
             u32 a[TCK_UB][2][4];
-            float d[TCK_UB][2];
+            float d[TCK_UB][2], ml[TCK_UB][2];
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j) {
-                if (TCK_LDG) {
+                ml[j][0] = ml[j][1] = 0.0f;
+                if (F == TC_Q4_K && (TCK_LDG || j < nb)) {
+                    // The codes and scale word from the path's registers or slot, the d words
+                    // (dq, loaded before the wait) of the unit's super-block.
+                    uint2 c = make_uint2(0u, 0u);
+                    u32 sw = 0u;
+                    uint2 dw = make_uint2(0u, 0u);
+                    if (TCK_LDG) {
+                        c = make_uint2(wv[j][0].x, wv[j][0].y);
+                        dw = make_uint2(wv[j][0].z, wv[j][0].w);
+                        sw = sc[j];
+                    } else if (4 * rg + wq < tiles) {
+                        const u8* W = TCK_BULK ? ring + (bi % NBS) * BSLOT + j * WBYTES : ring + ((i + j) % TCK_STAGES) * SLOT;
+                        const u8* S = TCK_BULK ? ring + (bi % NBS) * BSLOT + TCK_UB * WBYTES + j * 32 : W + 256;
+                        c = reinterpret_cast<const uint2*>(W)[lane];
+                        sw = reinterpret_cast<const u32*>(S)[g];
+                        dw = dq[j];
+                    }
+                    q4x16_to_bf16_frags(c.x, c.y, a[j]);
+                    q4k_unit_factors(sw, dw.x, dw.y, d[j], ml[j]);
+                } else if (F == TC_Q4_K) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) a[j][h][r] = 0;
+                    d[j][0] = d[j][1] = 0.0f;
+                } else if (TCK_LDG) {
                     if (F == TC_BF16) {
                         a[j][0][0] = wv[j][0].x; a[j][0][1] = wv[j][0].y; a[j][0][2] = wv[j][0].z; a[j][0][3] = wv[j][0].w;
                         a[j][1][0] = wv[j][1].x; a[j][1][1] = wv[j][1].y; a[j][1][2] = wv[j][1].z; a[j][1][3] = wv[j][1].w;
@@ -364,7 +462,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                     // (A tile past R copies nothing: it takes the zeros below, as the other
                     // paths' zero-filled copies give.)
                     const u8* W = ring + (bi % NBS) * BSLOT;
-                    tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * 512 + j * 32, lane, a[j], d[j]);
+                    tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * WBYTES + j * 32, lane, a[j], d[j]);
                 } else if (j < nb) {
                     const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
                     tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
@@ -377,7 +475,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 }
             }
             // The slots of the steps before i were read by every lane before this __syncwarp;
-            // as many copies go out as units are taken, so a slot is refilled only once read.
+            // as many copies go out as units are taken, so a slot is refilled only once read
+            // (lanes read what other lanes copied: Q8_0's scales, Q4_K's codes).
+            if (!TCK_LDG && !TCK_BULK) __syncwarp();
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
                 if (!TCK_LDG && !TCK_BULK && j < nb) next_copy();
@@ -411,10 +511,13 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
                 if (j < nb) {
+                    const float* sxu = sx + (un + j) * NTOK + 2 * t;
 #pragma unroll
-                    for (int e = 0; e < NA; ++e)
-                        acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[j][(e >> 1) & 1], us[j][e], acc[e])
-                                              : __fadd_rn(acc[e], us[j][e]);
+                    for (int e = 0; e < NA; ++e) {
+                        const int r = (e >> 1) & 1;
+                        if (F == TC_Q4_K) acc[e] = q4k_fold(acc[e], us[j][e], d[j][r], ml[j][r], sxu[8 * (e >> 2) + (e & 1)]);
+                        else acc[e] = F == TC_Q8_0 ? __fmaf_rn(d[j][r], us[j][e], acc[e]) : __fadd_rn(acc[e], us[j][e]);
+                    }
                 }
             i += nb;
             ++bi;
@@ -456,3 +559,5 @@ LINEAR_TCK(linear_tck_bf16_n16, TC_BF16, 16)
 LINEAR_TCK(linear_tck_bf16_n32, TC_BF16, 32)
 LINEAR_TCK(linear_tck_q8_0_n16, TC_Q8_0, 16)
 LINEAR_TCK(linear_tck_q8_0_n32, TC_Q8_0, 32)
+LINEAR_TCK(linear_tck_q4_k_n16, TC_Q4_K, 16)
+LINEAR_TCK(linear_tck_q4_k_n32, TC_Q4_K, 32)

@@ -1,6 +1,7 @@
 // The tiled tensor-core linear layers on Hopper's warpgroup MMA (QTC_GEMM = 3, from QTC_GEMM_MIN
-// tokens; sm_90a only): y = x W^T + b for BF16 and Q8_0 weights in linear_tc.cu's tile-unit
-// layout, bit-identical to every other tensor-core form (docs/DESIGN.md §3).
+// tokens; sm_90a only): y = x W^T + b for BF16, Q8_0 and (QTC_Q4_K = 2) Q4_K weights in
+// linear_tc.cu's tile-unit layout, bit-identical to every other tensor-core form (docs/DESIGN.md
+// §3).
 //
 // Why (research/cuda-notes.md, runs 59-60): with mma.sync every m16n8k16 is its own instruction
 // fed by shared loads, and the 7-9 instructions around each one bound the tiled GEMM at about a
@@ -14,8 +15,9 @@
 // `slices` fixed slices of whole 32-element units (the host passes the count, from the matrix's
 // shape, halved for the gates' canary); units in increasing order; per unit a sum started at 0
 // (the first MMA with scale-d = 0) of the MMAs k-half 0 then 1, in each the parts hi, mid, lo;
-// then BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc); a slice's sum folded into the
-// total at the slice's end (the first as is, empty slices adding 0), then the bias.
+// then BF16 acc = acc + unit, Q8_0 acc = fma(d_row, unit, acc), Q4_K q4k_fold with the unit's
+// sum of x from `tcw_xsum` (the one-token entries' ones-MMA chain); a slice's sum folded into
+// the total at the slice's end (the first as is, empty slices adding 0), then the bias.
 //
 // Shape of a block: TCW_WG warpgroups, each 64 rows (warp w of the group: row tile w, its A
 // fragments from the staged tile-unit layout into registers, the RS form of wgmma) by 128 tokens
@@ -72,6 +74,36 @@ extern "C" __global__ void __launch_bounds__(256) tcw_split_x(const float* x, ui
     for (int p = 0; p < P; ++p) dst[p * 32] = make_uint4(w[0][p], w[1][p], w[2][p], w[3][p]);
 }
 
+// Σx of each 32-element unit of each token, for the Q4_K form's min term: xsum [K / 32][ld] f32,
+// element (u, m) the unit's sum of x of token m_base + m, computed as linear_tc_impl's `ux`: the
+// split_x parts of x through mma.sync m16n8k16 with an A of ones, from 0, k-half 0 then 1, parts
+// in order (wgmma gives mma.sync's bits, run 61), so every form adds the same Σx. Tokens mc .. ld:
+// zeros. Grid: (K / 32, ld / 64); block 256 (warp w: tokens 8w .. 8w + 7 of the block's 64).
+extern "C" __global__ void __launch_bounds__(256) tcw_xsum(const float* x, float* xsum, int m_base, int mc, int K,
+                                                          int ld) {
+    pdl_entry();
+    const int u = blockIdx.x, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int m0 = blockIdx.y * 64 + (threadIdx.x >> 5) * 8, m = m0 + g;
+    if (m0 >= ld) return;
+    u32 bx[2][2][QTC_XSPLIT];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float2 f = make_float2(0.0f, 0.0f);
+            if (m < mc) f = *reinterpret_cast<const float2*>(x + (size_t)(m_base + m) * K + 32 * u + 16 * h + 8 * r + 2 * t);
+            split_x(f, bx[h][r]);
+        }
+    const u32 ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
+    float ux[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int p = 0; p < QTC_XSPLIT; ++p) mma_bf16(ux, ones, bx[h][0][p], bx[h][1][p]);
+    // Every row of the result holds the sums: c = 0 token 2t, c = 1 token 2t + 1.
+    if (g == 0) *reinterpret_cast<float2*>(xsum + (size_t)u * ld + m0 + 2 * t) = make_float2(ux[0], ux[1]);
+}
+
 #if TCW_HAVE_WGMMA
 // Pins d's registers at this point (CUTLASS's warpgroup_fence_operand): the compiler may not
 // move their definitions (the zeros before the first MMA) in between a fence and its MMAs.
@@ -109,24 +141,28 @@ __device__ __forceinline__ void tcw_wait(float (&d)[32]) {
 #endif
 
 // xs: tcw_split_x's output for tokens m_base .. m_base + mc; q, s: linear_tc.cu's layout; bias:
-// [R] f32 or null; y: Outs, token m_base + m for the slab's token m. Grid: (ceil(mc / 128),
-// ceil(ceil(R / 16) / (4 TCW_WG))), token blocks fastest (the blocks running together share a
-// row block's weights through L2); block 128 TCW_WG; dynamic shared memory: TCW_STAGES units of
-// (x: QTC_XSPLIT x 8 KiB, weights: 4 TCW_WG tiles of 1,024 bytes BF16 or 544 Q8_0), then the
-// slice totals, 64 x 128 TCW_WG f32 (host: linear_tcg.rs, tcw_smem_bytes).
+// [R] f32 or null; y: Outs, token m_base + m for the slab's token m; xsum, ld (Q4_K only, else
+// unused): tcw_xsum's output for the same tokens, ld a multiple of 128 covering them. Grid:
+// (ceil(mc / 128), ceil(ceil(R / 16) / (4 TCW_WG))), token blocks fastest (the blocks running
+// together share a row block's weights through L2); block 128 TCW_WG; dynamic shared memory:
+// TCW_STAGES units of (x: QTC_XSPLIT x 8 KiB, weights: 4 TCW_WG tiles of 1,024 bytes BF16, 544
+// Q8_0 or 288 Q4_K, then Q4_K's Σx of the block's 128 tokens, 512 bytes), then the slice totals,
+// 64 x 128 TCW_WG f32 (host: linear_tcg.rs, tcw_smem_bytes).
 template <int F>
 __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
-                                                int m_base, int mc, int K, int R, int slices) {
+                                                int m_base, int mc, int K, int R, int slices,
+                                                const float* __restrict__ xsum, int ld) {
 #if TCW_HAVE_WGMMA
     static_assert(TCW_STAGES >= 2, "a unit is staged while the one before it runs");
     constexpr int P = QTC_XSPLIT;
     constexpr int MT = 4 * TCW_WG;                 // row tiles a block
     constexpr int NTH = 128 * TCW_WG;              // threads a block
-    constexpr int WB = F == TC_BF16 ? 1024 : 512;  // bytes of one (tile, unit)'s weights
-    constexpr int SB = F == TC_Q8_0 ? 32 : 0;       // and of its scales
+    constexpr int WB = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 512 : 256;  // bytes of one (tile, unit)'s weights
+    constexpr int SB = F == TC_BF16 ? 0 : 32;      // and of its scales
+    constexpr int XSB = F == TC_Q4_K ? 4 * TCW_N : 0;  // Q4_K: Σx of the block's tokens
     constexpr int X_UNIT = P * (TCW_N / 8) * 512;  // [token block][part][k-block][8][8] bf16
-    constexpr int STAGE = X_UNIT + MT * (WB + SB);
+    constexpr int STAGE = X_UNIT + MT * (WB + SB) + XSB;
     extern __shared__ __align__(128) u8 tcw_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -144,8 +180,10 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // spent several hundred instructions a thread and unit here).
     constexpr int XC = P * (TCW_N / 8) * 32;  // 16-byte chunks of x a unit
     constexpr int WC = MT * (WB / 16);        // of weights
-    constexpr int SC = F == TC_Q8_0 ? MT * 2 : 0;  // of scales
+    constexpr int SC = F == TC_BF16 ? 0 : MT * 2;  // of scales
+    constexpr int XSC = XSB / 16;                  // of Σx (Q4_K)
     constexpr int XI = (XC + NTH - 1) / NTH, WI = (WC + NTH - 1) / NTH, SI = (SC + NTH - 1) / NTH;
+    static_assert(XSC <= NTH, "one Σx chunk a thread");
     const uint4* xsrc[XI];
     u32 xdst[XI];
     bool xok[XI];
@@ -181,6 +219,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         ssrc[i] = sok[i] ? reinterpret_cast<const u8*>(s) + (size_t)(tile0 + tl) * nu * 32 + half * 16 : q;
         sdst[i] = X_UNIT + MT * WB + tl * 32 + half * 16;
     }
+    // Q4_K: Σx of unit u, tokens 8 tb0 .. + 128 (ld covers them: no guard), chunk tid.
+    const float* xssrc = F == TC_Q4_K ? xsum + 8 * tb0 + 4 * tid : xsum;
+    constexpr u32 XS_OFF = X_UNIT + MT * (WB + SB);
     // A source past the last unit is never read (the copy's source size is then 0).
     auto load = [&](int u, int buf) {
         u8* base = tcw_smem + buf * STAGE;
@@ -194,6 +235,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
         for (int i = 0; i < SI; ++i)
             if (tid + i * NTH < SC) tcg_cp16(base + sdst[i], ssrc[i] + u * 32, sok[i] && in);
+        if (F == TC_Q4_K && tid < XSC) tcg_cp16(base + XS_OFF + 16 * tid, xssrc + (size_t)u * ld, in);
     };
     // TCW_BULK: unit u into buffer `buf` by warp 0, lane i taking copy i (x of token block i,
     // then weights and scales of row tile i); blocks and tiles past the matrix are not copied
@@ -206,11 +248,13 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
         const u32 bar = bar0 + 8 * buf;
         if (lane == 0)
-            tcw_bar_expect(bar, nxb * (P * 512) + nwt * (WB + SB));
+            tcw_bar_expect(bar, nxb * (P * 512) + nwt * (WB + SB) + XSB);
         __syncwarp();
-        const int ncopy = nxb + nwt * (F == TC_Q8_0 ? 2 : 1);
+        const int ncopy = nxb + nwt * (F == TC_BF16 ? 1 : 2) + (F == TC_Q4_K ? 1 : 0);
         for (int i = lane; i < ncopy; i += 32) {
-            if (i < nxb) {
+            if (F == TC_Q4_K && i == ncopy - 1) {
+                tcw_bulk(base + XS_OFF, xsum + (size_t)u * ld + 8 * tb0, XSB, bar);
+            } else if (i < nxb) {
                 tcw_bulk(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + u) * P * 32, P * 512, bar);
             } else if (i < nxb + nwt) {
                 const int tl = i - nxb;
@@ -222,11 +266,29 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             }
         }
     };
-    // This warp's A fragments and row scales of unit u (in buffer u % TCW_STAGES).
+    // This warp's A fragments and row factors of unit u (in buffer u % TCW_STAGES): BF16 and
+    // Q8_0 by tc_staged_a; Q4_K its lane's 8 bytes of codes, the tile's scale word g and the
+    // super-block's d words (dv, loaded from global memory a super-block ahead: dvn).
     const int tl = warp;  // row tile within the block: warpgroup warp / 4, warp warp % 4 in it
-    auto read_a = [&](int u, u32 (&a)[2][4], float (&d)[2]) {
+    const bool tile_in = tile0 + tl < tiles;
+    uint2 dv = make_uint2(0u, 0u), dvn = make_uint2(0u, 0u);
+    if (F == TC_Q4_K && tile_in) {
+        dv = q4k_dwords(s, tiles, nu, tile0 + tl, 0, g);
+        if (nu > 8) dvn = q4k_dwords(s, tiles, nu, tile0 + tl, 8, g);
+    }
+    auto read_a = [&](int u, u32 (&a)[2][4], float (&d)[2], float (&ml)[2]) {
         const u8* W = tcw_smem + (u % TCW_STAGES) * STAGE + X_UNIT;
-        tc_staged_a<F, !TCW_BULK>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
+        if (F == TC_Q4_K) {
+            if (u > 0 && u % 8 == 0) {
+                dv = dvn;
+                if (tile_in && u + 8 < nu) dvn = q4k_dwords(s, tiles, nu, tile0 + tl, u + 8, g);
+            }
+            const uint2 c = reinterpret_cast<const uint2*>(W + tl * WB)[lane];
+            q4x16_to_bf16_frags(c.x, c.y, a);
+            q4k_unit_factors(reinterpret_cast<const u32*>(W + MT * WB + tl * 32)[g], dv.x, dv.y, d, ml);
+        } else {
+            tc_staged_a<F, !TCW_BULK>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
+        }
     };
     // Issue half `hn`'s MMAs of unit u (k-half 0 then 1, parts in order; the first from 0).
     // The descriptors are made before the fence: ptxas serializes wgmma when a register one
@@ -253,11 +315,17 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             for (int p = 0; p < P; ++p) tcw_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
         tcw_commit();
     };
-    // Fold a finished unit sum into its half's running sum (element i: row g + 8 ((i / 2) % 2)).
-    auto fold = [&](float (&acc)[32], const float (&us)[32], const float (&d)[2]) {
+    // Fold unit u's finished sum into half hn's running sum (element i: row g + 8 ((i / 2) % 2),
+    // token 64 hn + 8 (i / 4) + 2t + i % 2 of the block; Q4_K's Σx from the unit's buffer).
+    auto fold = [&](int u, int hn, float (&acc)[32], const float (&us)[32], const float (&d)[2],
+                    const float (&ml)[2]) {
+        const float* xsu = reinterpret_cast<const float*>(tcw_smem + (u % TCW_STAGES) * STAGE + XS_OFF) + 64 * hn + 2 * t;
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
-            acc[i] = F == TC_Q8_0 ? __fmaf_rn(d[(i >> 1) & 1], us[i], acc[i]) : __fadd_rn(acc[i], us[i]);
+        for (int i = 0; i < 32; ++i) {
+            const int r = (i >> 1) & 1;
+            if (F == TC_Q4_K) acc[i] = q4k_fold(acc[i], us[i], d[r], ml[r], xsu[8 * (i >> 2) + (i & 1)]);
+            else acc[i] = F == TC_Q8_0 ? __fmaf_rn(d[r], us[i], acc[i]) : __fadd_rn(acc[i], us[i]);
+        }
     };
     float* tot_s = reinterpret_cast<float*>(tcw_smem + TCW_STAGES * STAGE);
 
@@ -303,14 +371,14 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             asm volatile("cp.async.commit_group;\n" ::);
         }
         u32 a[2][4];
-        float d[2];
-        read_a(u, a, d);
+        float d[2], ml[2] = {0.0f, 0.0f};
+        read_a(u, a, d, ml);
         issue(u, 0, a, us0);
         issue(u, 1, a, us1);
         tcw_wait<1>(us0);
-        fold(acc0, us0, d);
+        fold(u, 0, acc0, us0, d, ml);
         tcw_wait<0>(us1);
-        fold(acc1, us1, d);
+        fold(u, 1, acc1, us1, d, ml);
         if (u + 1 == u_end) {
             // The slice's sum into the total (the first as is), in slice order.
 #pragma unroll
@@ -346,6 +414,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // Built for an architecture without wgmma: the host never launches this (QTC_GEMM = 3 needs
     // sm_90a), so reaching it is a bug; trap rather than leave y unwritten.
     (void)xs; (void)q; (void)s; (void)bias; (void)y; (void)m_base; (void)mc; (void)K; (void)R; (void)slices;
+    (void)xsum; (void)ld;
     __trap();
 #endif
 }
@@ -354,8 +423,16 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     extern "C" __global__ void __launch_bounds__(128 * TCW_WG, 1)                                  \
         name(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,        \
              int m_base, int mc, int slices) { pdl_entry();                                        \
-        linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices);                     \
+        linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, nullptr, 0);         \
     }
 
 LINEAR_TCW(linear_tcw_bf16, TC_BF16)
 LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
+
+// Q4_K (QTC_Q4_K = 2): LINEAR_TCW's arguments, then tcw_xsum's output and its ld.
+extern "C" __global__ void __launch_bounds__(128 * TCW_WG, 1)
+    linear_tcw_q4_k(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS, int m_base,
+                    int mc, int slices, const float* xsum, int ld) {
+    pdl_entry();
+    linear_tcw_impl<TC_Q4_K>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, xsum, ld);
+}

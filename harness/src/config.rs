@@ -553,7 +553,7 @@ impl ConfigArgs {
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_KV16W, ATTN_V16W, ATTN_PF,
-            // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_XSPLIT is 1 to 3
+            // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
@@ -573,7 +573,6 @@ impl ConfigArgs {
                     | "QTC_SK_DB"
                     | "QTC_TOKFAST"
                     | "QTC_Q8_0"
-                    | "QTC_Q4_K"
                     | "QTC_GEMM_XASYNC"
                     | "TCW_BULK"
                     | "TCK_LDG"
@@ -595,6 +594,10 @@ impl ConfigArgs {
                 Ok(n) if k == "QTC_Q8_M1" && (n == 0 || n == 2) => {}
                 _ if k == "QTC_Q8_M1" => anyhow::bail!(
                     "kernel_defines.QTC_Q8_M1 must be \"0\" (the general loop) or \"2\" (the Q8_0 one-token loop at M = 1, same bits; its first form, 1, was removed after run 111) (got {v:?})"
+                ),
+                Ok(n) if k == "QTC_Q4_K" && n <= 2 => {}
+                _ if k == "QTC_Q4_K" => anyhow::bail!(
+                    "kernel_defines.QTC_Q4_K must be \"0\" (exact integers), \"1\" (tensor cores, the one-token entries for every M) or \"2\" (also the wgmma split-K and GEMM forms, sm_90a) (got {v:?})"
                 ),
                 Ok(n) if k == "QTC_SK" && n <= 3 => {}
                 Ok(n) if k == "QTC_GEMM" && n <= 3 => {}

@@ -286,7 +286,7 @@ fn kernel_variant(dtype: &str, settings: Option<&str>) -> String {
         && match dtype {
             "BF16" => true,
             "Q8_0" => define("QTC_Q8_0").as_deref() != Some("0"),
-            "Q4_K" => define("QTC_Q4_K").as_deref() == Some("1"),
+            "Q4_K" => matches!(define("QTC_Q4_K").as_deref(), Some("1" | "2")),
             _ => false,
         };
     let mut v = String::new();

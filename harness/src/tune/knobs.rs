@@ -41,7 +41,7 @@ pub(super) fn sweep_applies(
     let big_ok =
         !name.ends_with("_BIG") || val("QTC_SPLIT_BIG", "0").parse::<u32>().unwrap_or(0) > 0;
     let q8_tc = fmt == Some(DType::Q8_0) && val("QTC_Q8_0", "1") == "1";
-    let q4_tc = fmt == Some(DType::Q4_K) && val("QTC_Q4_K", "0") == "1";
+    let q4_tc = fmt == Some(DType::Q4_K) && matches!(val("QTC_Q4_K", "0").as_str(), "1" | "2");
     let fmt_ok = if name == "QTC_SK" || name == "QTC_WT_ALT" {
         fmt == Some(DType::BF16) || q8_tc
     } else if name.starts_with("QTC_Q8_") {
@@ -120,6 +120,8 @@ mod tests {
         let q4tc = d(&[("QTC", "1"), ("QTC_Q4_K", "1")]);
         assert!(sweep_applies("QTC_Q4_UNROLL", &q4tc, q4));
         assert!(sweep_applies("QTC_Q4_UNROLL_NT", &q4tc, q4));
+        let q4wg = d(&[("QTC", "1"), ("QTC_Q4_K", "2")]);
+        assert!(sweep_applies("QTC_Q4_UNROLL", &q4wg, q4));
         assert!(!sweep_applies("QTC_Q4_UNROLL", &q4tc, bf16));
         assert!(!sweep_applies("QTC_UNROLL", &q4tc, q4));
         assert_eq!(

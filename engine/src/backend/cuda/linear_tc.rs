@@ -1,5 +1,5 @@
 //! The tensor-core linear kernels: `kernels/linear_tc.cu` (BF16/Q8_0, QTC = 1, and Q4_K with
-//! QTC_Q4_K = 1 on its one-token entries alone; the weight
+//! QTC_Q4_K = 1 or 2, see [`tc_enabled`]; the weight
 //! layout they read and their launch) and the launch of `kernels/linear_int.cu` (Q8_0/Q4_K with
 //! QLIN_INT = 1, M > 1). One mma.sync m16n8k16 walk computes every row for every token count M (decode,
 //! verify, batched decode, prefill), so rows are bit-identical for every M; `QTC = 1` in the
@@ -50,14 +50,15 @@ pub const TC_TILE_ROWS: usize = 16;
 
 /// Whether the device's kernel defines route `dtype` matrices to the tensor-core kernels:
 /// `QTC = 1` and a BF16 matrix, a Q8_0 matrix unless `QTC_Q8_0 = 0` (research/cuda-notes.md,
-/// run 39 and run 54), or a Q4_K matrix with `QTC_Q4_K = 1` (off by default: the one-token
-/// entries take every M, no split-K or GEMM form has Q4_K yet).
+/// run 39 and run 54), or a Q4_K matrix with `QTC_Q4_K` 1 or 2 (off by default; 1: the
+/// one-token entries take every M; 2: also the wgmma split-K and GEMM forms, by QTC_SK = 3's and
+/// QTC_GEMM = 3's token counts; see [`CudaDevice::linear_tc`]).
 pub fn tc_enabled(dev: &CudaDevice, dtype: DType) -> bool {
     dev.define("QTC", 0) == 1
         && match dtype {
             DType::BF16 => true,
             DType::Q8_0 => dev.define("QTC_Q8_0", 1) == 1,
-            DType::Q4_K => dev.define("QTC_Q4_K", 0) == 1,
+            DType::Q4_K => matches!(dev.define("QTC_Q4_K", 0), 1 | 2),
             _ => false,
         }
 }
@@ -262,13 +263,21 @@ impl CudaDevice {
         check(k > 0 && k.is_multiple_of(32), || {
             format!("linear_tc: k {k} must be a positive multiple of 32")
         })?;
-        // Q4_K (QTC_Q4_K = 1) has the one-token entries only: they take every M. Its units are
-        // read by super-block (K a multiple of 256, as `repack_tc` requires).
+        // Q4_K: with QTC_Q4_K = 1 the one-token entries take every M; with 2 the wgmma forms
+        // (QTC_SK = 3, QTC_GEMM = 3) too, for every Q4_K matrix (TCK_MIN_MB counts BF16 bytes).
+        // Its units are read by super-block (K a multiple of 256, as `repack_tc` requires).
         let q4k = w.dtype == DType::Q4_K;
         check(!q4k || k.is_multiple_of(256), || {
             format!("linear_tc: a Q4_K matrix's k {k} must be a multiple of 256")
         })?;
-        let gemm = if q4k { 0 } else { self.define("QTC_GEMM", 0) };
+        let q4_wgmma = q4k && self.define("QTC_Q4_K", 0) == 2;
+        // Only the wgmma forms (3) have Q4_K entries.
+        let form = |name: &str| match self.define(name, 0) {
+            3 if q4_wgmma => 3,
+            _ if q4k => 0,
+            v => v,
+        };
+        let gemm = form("QTC_GEMM");
         // The tiled GEMM's form, by QTC_GEMM.
         let tiled = |ys: &mut [&mut CudaSlice<f32>]| match gemm {
             3 => self.linear_tcw(x, w, ys, rows, m, split_canary),
@@ -286,10 +295,10 @@ impl CudaDevice {
         // weights (default 0: every one; H200 run 70: BF16 q/o, 32 MiB, 17.1 -> 19.5 us at M = 32
         // while qkv, 48 MiB, went 31.0 -> 26.3) and for Q8_0 only with TCK_Q8_0 = 1 (default 1;
         // run 70: Q8_0 gate+up 91.3 -> 94.4 us at M = 32).
-        let sk = if q4k { 0 } else { self.define("QTC_SK", 0) };
+        let sk = form("QTC_SK");
         if sk == 3
             && m >= self.define("QTC_SK_MIN", 9).max(2) as usize
-            && w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20
+            && (q4k || w.data.len() >= (self.define("TCK_MIN_MB", 0) as usize) << 20)
             && (w.dtype != DType::Q8_0 || self.define("TCK_Q8_0", 1) != 0)
         {
             if let Some(epi_done) =

@@ -39,19 +39,37 @@ pub fn smem_bytes(dtype: DType, parts: u32, ku: u32, stages: u32) -> u32 {
 /// Tokens per block of the wgmma form (TCW_N of kernels/linear_tcw.cu).
 const TCW_TOKENS: usize = 128;
 
+/// Bytes of one (row tile, unit) of weights and scales in a `linear_tcw_*` stage: 1,024 BF16,
+/// 512 + 32 Q8_0, 256 + 32 Q4_K (its d words are read from global memory).
+fn tile_unit_bytes(dtype: DType) -> u32 {
+    match dtype {
+        DType::Q8_0 => 512 + 32,
+        DType::Q4_K => 256 + 32,
+        _ => 1024,
+    }
+}
+
+/// f32 elements of a stream's buffer of unit sums of x for the Q4_K GEMM (`tcw_xsum`, QTC_Q4_K
+/// = 2): `k / 32 · ld` for a slab of at most [`slab_tokens`] tokens (ld its token count rounded
+/// up to 128), which is at most 2 MiB / parts; 512 Ki floats (2 MiB) hold every slab.
+pub const XSUM_SCRATCH_FLOATS: usize = 512 << 10;
+
 /// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
-/// x of 128 tokens in `parts` bf16 parts (8 KiB a part) and the weights of `4 · wg` row tiles
-/// (1,024 bytes a tile BF16, 512 + 32 Q8_0), then the block's slice totals (64 · 128 · `wg` f32)
-/// and an 8-byte mbarrier a stage (TCW_BULK = 1).
+/// x of 128 tokens in `parts` bf16 parts (8 KiB a part), the weights of `4 · wg` row tiles
+/// ([`tile_unit_bytes`]) and for Q4_K the unit sums of x of the 128 tokens (512 bytes), then the
+/// block's slice totals (64 · 128 · `wg` f32) and an 8-byte mbarrier a stage (TCW_BULK = 1).
 pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
-    let w_unit = 4 * wg * if dtype == DType::Q8_0 { 512 + 32 } else { 1024 };
+    let xsum = if dtype == DType::Q4_K { 512 } else { 0 };
+    let w_unit = 4 * wg * tile_unit_bytes(dtype) + xsum;
     stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
 }
 
 /// Dynamic shared memory of a `linear_tck_*` block (bytes): x of `per` units of `tokens` tokens
 /// in `parts` bf16 parts (512 bytes a part and 8 tokens), then a ring of `stages` slots for each
-/// of the `4 · wg` warps (1,024 bytes BF16; Q8_0 512 of weights and 32 of scales, 576), then
-/// `stages` 8-byte mbarriers a warp (used with TCK_BULK = 1).
+/// of the `4 · wg` warps (1,024 bytes BF16, 576 Q8_0: 512 of weights and 32 of scales in a
+/// 576-byte slot, 288 Q4_K: 256 of codes and 32 of scale words), then `stages`
+/// 8-byte mbarriers a warp (used with TCK_BULK = 1), then for Q4_K the unit sums of x (`per ·
+/// tokens` f32).
 pub fn tck_smem_bytes(
     dtype: DType,
     parts: u32,
@@ -60,8 +78,17 @@ pub fn tck_smem_bytes(
     wg: u32,
     stages: u32,
 ) -> u32 {
-    let slot = if dtype == DType::Q8_0 { 576 } else { 1024 };
-    per * (tokens / 8) * parts * 512 + 4 * wg * stages * (slot + 8)
+    let xsum = if dtype == DType::Q4_K {
+        per * tokens * 4
+    } else {
+        0
+    };
+    let slot = match dtype {
+        DType::Q8_0 => 576,
+        DType::Q4_K => 288,
+        _ => 1024,
+    };
+    per * (tokens / 8) * parts * 512 + 4 * wg * stages * (slot + 8) + xsum
 }
 
 /// Row-group counters a stream holds for the split-K reduce inside the wgmma form (TCK_FUSE = 1):
@@ -110,6 +137,9 @@ pub fn tck_fuse(
 struct SlabForm {
     file: &'static str,
     split: &'static str,
+    /// The pass writing each unit's Σx of the slab (Q4_K: `tcw_xsum`, grid (k / 32, ld / 64),
+    /// 256 threads), whose buffer and ld the entry takes after its other arguments.
+    xsum: Option<&'static str>,
     func: &'static str,
     /// Rows (in tiles of 16) and tokens a block; threads a block; dynamic shared memory (bytes).
     row_tiles: u32,
@@ -151,6 +181,7 @@ impl CudaDevice {
         let form = SlabForm {
             file: "linear_tcg.cu",
             split: "tcg_split_x",
+            xsum: None,
             func,
             row_tiles: ROW_TILES,
             tokens: TOKENS,
@@ -183,6 +214,7 @@ impl CudaDevice {
         let func = match w.dtype {
             DType::BF16 => "linear_tcw_bf16",
             DType::Q8_0 => "linear_tcw_q8_0",
+            DType::Q4_K => "linear_tcw_q4_k",
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
@@ -195,6 +227,7 @@ impl CudaDevice {
         let form = SlabForm {
             file: "linear_tcw.cu",
             split: "tcw_split_x",
+            xsum: (w.dtype == DType::Q4_K).then_some("tcw_xsum"),
             func,
             row_tiles: 4 * wg,
             tokens: TCW_TOKENS,
@@ -237,6 +270,7 @@ impl CudaDevice {
         let func = match w.dtype {
             DType::BF16 => format!("linear_tck_bf16_n{tokens}"),
             DType::Q8_0 => format!("linear_tck_q8_0_n{tokens}"),
+            DType::Q4_K => format!("linear_tck_q4_k_n{tokens}"),
             d => return Err(Error::Unsupported(format!("tensor-core {}", d.name()))),
         };
         let slices = self.tc_slices(r, m, split_canary);
@@ -364,6 +398,14 @@ impl CudaDevice {
         }
         let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
         let xs = buf.as_ref().expect("made by scratch");
+        let xsum_pass = match form.xsum {
+            Some(name) => Some(self.function(form.file, name)?),
+            None => None,
+        };
+        let xsum_buf = match form.xsum {
+            Some(_) => Some(self.scratch(&self.xsum, XSUM_SCRATCH_FLOATS, "tiled linear")?),
+            None => None,
+        };
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let r0 = i32_of(rows[0], "r0")?;
         let r1 = i32_of(rows.get(1).copied().unwrap_or(0), "r1")?;
@@ -385,6 +427,25 @@ impl CudaDevice {
             // linear_split); xs holds ceil(mc / 8)·8 tokens of 2·parts·k bytes, at most
             // TCG2_SCRATCH_BYTES (mc ≤ slab, a multiple of 8).
             unsafe { b.launch(cfg) }?;
+            // Q4_K: each unit's Σx of the slab's tokens, [k / 32][ld] f32.
+            let ld = mc.div_ceil(TCW_TOKENS) * TCW_TOKENS;
+            let li = i32_of(ld, "ld")?;
+            if let (Some(pass), Some(xsb)) = (&xsum_pass, &xsum_buf) {
+                let xsb = xsb.as_ref().expect("made by scratch");
+                check((k / 32) * ld <= XSUM_SCRATCH_FLOATS, || {
+                    format!("tiled linear: k {k} at {ld} tokens passes the unit-sum buffer")
+                })?;
+                let mut b = self.launcher(pass);
+                b.arg(x).arg(xsb).arg(&bi).arg(&ci).arg(&ki).arg(&li);
+                let cfg = LaunchConfig {
+                    grid_dim: ((k / 32) as u32, (ld / 64) as u32, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: tcw_xsum(x, xsum, m_base, mc, K, ld): x holds m·k f32; xsum holds
+                // (k / 32)·ld ≤ XSUM_SCRATCH_FLOATS f32 (checked above); ld a multiple of 64.
+                unsafe { b.launch(cfg) }?;
+            }
             let mut b = self.launcher(&f);
             b.arg(xs).arg(&w.data);
             match &w.aux {
@@ -394,6 +455,9 @@ impl CudaDevice {
             push_bias_outs(&mut b, &w.bias, ys, &null);
             b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
             b.arg(&bi).arg(&ci).arg(&si);
+            if let Some(xsb) = &xsum_buf {
+                b.arg(xsb.as_ref().expect("made by scratch")).arg(&li);
+            }
             let cfg = LaunchConfig {
                 grid_dim: (
                     mc.div_ceil(form.tokens) as u32,
@@ -404,8 +468,9 @@ impl CudaDevice {
                 shared_mem_bytes: form.smem,
             };
             // SAFETY: the argument list is LINEAR_TCG2's and LINEAR_TCW's (xs, q, s, bias,
-            // LIN_OUT_PARAMS, m_base, mc, slices); shapes checked by linear_split and at
-            // DevMatrix construction.
+            // LIN_OUT_PARAMS, m_base, mc, slices), then for linear_tcw_q4_k the unit sums of x
+            // written above and their ld (a multiple of 128 covering the slab's token blocks);
+            // shapes checked by linear_split and at DevMatrix construction.
             unsafe { b.launch(cfg) }?;
             m_base += mc;
         }
@@ -457,6 +522,16 @@ mod tests {
             (16 << 10) + 16 * (576 + 8)
         );
         assert!(tck_smem_bytes(DType::BF16, 3, 32, 32, 3, 8) > SMEM_MAX);
+        // Q4_K: 288-byte slots (256 of codes, 32 of scale words) and the slice's Σx (per · tokens
+        // f32); its GEMM stages each unit's Σx of the 128 tokens (512 bytes).
+        assert_eq!(
+            tck_smem_bytes(DType::Q4_K, 2, 8, 32, 3, 8),
+            8 * 4 * 2 * 512 + 12 * 8 * (288 + 8) + 8 * 32 * 4
+        );
+        assert_eq!(
+            tcw_smem_bytes(DType::Q4_K, 2, 2, 4),
+            4 * (2 * 8192 + 8 * 288 + 512) + 64 * 128 * 2 * 4 + 32
+        );
     }
 
     /// TCK_FUSE's mode without an epilogue: off unless asked; the plain reduce (1) for outputs

@@ -138,6 +138,9 @@ pub struct CudaDevice {
     /// This stream's buffer of x split into bf16 parts for the second tiled tensor-core form
     /// (QTC_GEMM = 2; [`linear_tcg::TCG2_SCRATCH_BYTES`], made on first use, never resized).
     xparts: Mutex<Option<CudaSlice<u8>>>,
+    /// This stream's buffer of each unit's Σx for the Q4_K wgmma GEMM (QTC_Q4_K = 2;
+    /// [`linear_tcg::XSUM_SCRATCH_FLOATS`] f32, made on first use, never resized).
+    xsum: Mutex<Option<CudaSlice<f32>>>,
     /// Whether launches carry programmatic stream serialization ([`launch`]): `PDL = 1` in the
     /// defines and compute capability 9.0 or more.
     pdl: bool,
@@ -219,6 +222,7 @@ impl CudaDevice {
             sk_part: Mutex::new(None),
             sk_count: Mutex::new(None),
             xparts: Mutex::new(None),
+            xsum: Mutex::new(None),
             pdl: false,
         };
         d.pdl = d.define("PDL", 0) == 1 && d.info.compute_capability.0 >= 9;
@@ -253,6 +257,7 @@ impl CudaDevice {
             sk_part: Mutex::new(None),
             sk_count: Mutex::new(None),
             xparts: Mutex::new(None),
+            xsum: Mutex::new(None),
             pdl: self.pdl,
         })
     }
