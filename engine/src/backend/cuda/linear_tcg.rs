@@ -56,7 +56,7 @@ pub const XSUM_SCRATCH_FLOATS: usize = 512 << 10;
 
 /// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
 /// x of 128 tokens in `parts` bf16 parts (8 KiB a part), the weights of `4 · wg` row tiles
-/// ([`tile_unit_bytes`]) and for Q4_K the unit sums of x of the 128 tokens (512 bytes), then the
+/// (`tile_unit_bytes`) and for Q4_K the unit sums of x of the 128 tokens (512 bytes), then the
 /// block's slice totals (64 · 128 · `wg` f32) and an 8-byte mbarrier a stage (TCW_BULK = 1).
 pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
     let xsum = if dtype == DType::Q4_K { 512 } else { 0 };
@@ -398,12 +398,12 @@ impl CudaDevice {
         }
         let buf = self.scratch(&self.xparts, TCG2_SCRATCH_BYTES, "tiled linear")?;
         let xs = buf.as_ref().expect("made by scratch");
-        let xsum_pass = match form.xsum {
-            Some(name) => Some(self.function(form.file, name)?),
-            None => None,
-        };
-        let xsum_buf = match form.xsum {
-            Some(_) => Some(self.scratch(&self.xsum, XSUM_SCRATCH_FLOATS, "tiled linear")?),
+        // Q4_K: the unit-sum pass and its buffer.
+        let xsum = match form.xsum {
+            Some(name) => Some((
+                self.function(form.file, name)?,
+                self.scratch(&self.xsum, XSUM_SCRATCH_FLOATS, "tiled linear")?,
+            )),
             None => None,
         };
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
@@ -430,7 +430,7 @@ impl CudaDevice {
             // Q4_K: each unit's Σx of the slab's tokens, [k / 32][ld] f32.
             let ld = mc.div_ceil(TCW_TOKENS) * TCW_TOKENS;
             let li = i32_of(ld, "ld")?;
-            if let (Some(pass), Some(xsb)) = (&xsum_pass, &xsum_buf) {
+            if let Some((pass, xsb)) = &xsum {
                 let xsb = xsb.as_ref().expect("made by scratch");
                 check((k / 32) * ld <= XSUM_SCRATCH_FLOATS, || {
                     format!("tiled linear: k {k} at {ld} tokens passes the unit-sum buffer")
@@ -455,7 +455,7 @@ impl CudaDevice {
             push_bias_outs(&mut b, &w.bias, ys, &null);
             b.arg(&r0).arg(&r1).arg(&mi).arg(&ki).arg(&ri);
             b.arg(&bi).arg(&ci).arg(&si);
-            if let Some(xsb) = &xsum_buf {
+            if let Some((_, xsb)) = &xsum {
                 b.arg(xsb.as_ref().expect("made by scratch")).arg(&li);
             }
             let cfg = LaunchConfig {

@@ -16,6 +16,7 @@ pub mod sample;
 pub mod selfcheck;
 mod selfcheck_gated;
 mod selfcheck_sample;
+pub mod tc_layout;
 
 use crate::error::{Error, Result};
 use compile::{ImageKind, KernelOptions};

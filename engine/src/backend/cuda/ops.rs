@@ -126,7 +126,7 @@ impl DevMatrix {
     ) -> Result<DevMatrix> {
         let checked = dtype.bytes_for(cols).map(|b| b * rows) == Some(raw.len());
         if super::linear_tc::tc_enabled(dev, dtype) {
-            if let Some((q, s)) = super::linear_tc::repack_tc(raw, dtype, rows, cols) {
+            if let Some((q, s)) = super::tc_layout::repack_tc(raw, dtype, rows, cols) {
                 return Ok(DevMatrix {
                     data: dev.upload(&q)?,
                     aux: if s.is_empty() {
