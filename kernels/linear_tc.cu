@@ -13,7 +13,7 @@
 //    each the parts hi, mid, lo;
 //  - the MMAs of a unit accumulate into a unit sum started at 0; then BF16: acc = acc + unit,
 //    Q8_0: acc = fma(d_r, unit, acc) (the scale once per unit, as QLIN_FACTOR = 1 does); Q4_K
-//    (QTC_Q4_K = 1, the codes q in 0..15 as the A operand): acc = fma(d_r sc_r, unit, acc), then
+//    (QTC_Q4_K = 1 or 2, the codes q in 0..15 as the A operand): acc = fma(d_r sc_r, unit, acc), then
 //    acc = fma(-(dmin_r m_r), xsum, acc), where xsum is the unit's sum of x from the same MMAs
 //    with an A of ones (so every row and form gets the same xsum), and d_r sc_r, dmin_r m_r are
 //    the exact f32 products the lane kernels form;
@@ -95,7 +95,7 @@
 #define QTC_Q8_DB QTC_DB
 #endif
 
-// The Q4_K entries' load groups (QTC_Q4_K = 1): a Q4_K unit is 8 bytes a lane (and the 8 bytes
+// The Q4_K entries' load groups (QTC_Q4_K = 1 or 2): a Q4_K unit is 8 bytes a lane (and the 8 bytes
 // of its rows' d words), so at QTC_UNROLL a warp has a quarter of BF16's bytes in flight.
 // QTC_Q4_UNROLL: `_n1` (and `_n1_big`, `_n1_alt`); QTC_Q4_UNROLL_NT: `_n2`. Loads only: no bits
 // change. Q4_K has no `_n4` entries: its per-token Σx sums (4 registers a tile of 8 tokens) on

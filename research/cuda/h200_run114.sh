@@ -1,6 +1,6 @@
 #!/bin/bash
 # Thirtieth session: Q4_K on the tensor-core family (QTC_Q4_K = 1, kernels/linear_tc.cu's
-# one-token entries `linear_tc_q4_k_n{1,2,4}`; no split-K or GEMM form has Q4_K yet, so the
+# one-token entries `linear_tc_q4_k_n{1,2,4}`; with QTC_Q4_K = 1 no split-K or GEMM form takes Q4_K, so the
 # one-token entries take every M). The 16 codes a lane as nibbles (8 bytes), bf16 by one LOP3 and
 # one HFMA2 a register; d sc and dmin m the lanes kernels' exact f32 products; the unit's Σx by
 # the same MMAs with an A of ones. Bits differ from the exact-integer lanes (QLIN_INT), so Level
