@@ -303,6 +303,32 @@ __device__ __forceinline__ void attn_v4_fma(const float4 v, const float (*es)[AT
         a[h].w = __fmaf_rn(w, v.w, a[h].w);
     }
 }
+// attn_v4_fma for the QR rows of a rows block (slot q·GT + h), row q only where j is one of its
+// positions (jr0[q] ..= jr1[q]): each row's chain gets the one-row loop's terms, in its order,
+// and no others (a skipped term, not a zero-weight one, so even the sign of a zero sum is the
+// one-row kernel's). QR = 1: attn_v4_fma itself.
+template <int GT, int QR>
+__device__ __forceinline__ void attn_v4_fma_rows(const float4 v, const float (*es)[ATTN_SPLIT], int j,
+                                                 float4 (&a)[GT * QR], const int (&jr0)[QR], const int (&jr1)[QR]) {
+    if constexpr (QR == 1) {
+        attn_v4_fma<GT>(v, es, j, a);
+    } else {
+#pragma unroll
+        for (int q = 0; q < QR; ++q) {
+            if (j < jr0[q] || j > jr1[q]) continue;
+#pragma unroll
+            for (int h = 0; h < GT; ++h) {
+                const int t = q * GT + h;
+                const float w = es[t][j];
+                a[t].x = __fmaf_rn(w, v.x, a[t].x);
+                a[t].y = __fmaf_rn(w, v.y, a[t].y);
+                a[t].z = __fmaf_rn(w, v.z, a[t].z);
+                a[t].w = __fmaf_rn(w, v.w, a[t].w);
+            }
+        }
+    }
+}
+
 #if KV_F16
 // The same for 8 halves (two float4 columns, into a and b) from one 16-byte load.
 template <int GT>
@@ -323,12 +349,17 @@ __device__ __forceinline__ void attn_v8_fma(const uint4 v, const float (*es)[ATT
 }
 #endif
 
-template <int GT>
-__device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s, int lo,
-                                                   int pos, int nkv, int kvh, int hd, int bs, float scale,
-                                                   AttnShared<GT>& sh, float (&m_out)[GT], float (&l_out)[GT],
-                                                   float (&a_out)[GT]) {
+template <int GT, int QR = 1>
+__device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s,
+                                                   const int (&lo)[QR], const int (&pos)[QR], int nkv, int kvh,
+                                                   int hd, int bs, float scale, AttnShared<GT * QR>& sh,
+                                                   float (&m_out)[GT * QR], float (&l_out)[GT * QR],
+                                                   float (&a_out)[GT * QR]) {
+    constexpr int HT = GT * QR;  // the block's (row, head) slots: slot q·GT + h is row q's head h
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int lo_min = lo[0], pos_max = pos[0];
+#pragma unroll
+    for (int q = 1; q < QR; ++q) lo_min = min(lo_min, lo[q]), pos_max = max(pos_max, pos[q]);
     constexpr int NW = ATTN_SPLIT / 32;
     const int sub = lane & 3, pg = lane >> 2;
     const int c4 = hd >> 2;  // float4 columns per row
@@ -337,7 +368,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // so no load below needs a branch.
     {
         const int p0 = s * ATTN_SPLIT + tid;
-        const int p = min(max(p0, lo), pos);
+        const int p = min(max(p0, lo_min), pos_max);
         const u32 slot = tab[p / bs] * (u32)bs + (u32)(p % bs);
         sh.slot[tid] = slot;
 #if ATTN_PF
@@ -357,17 +388,18 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // positions inner, so each column's q is read from shared memory once for the R positions and
     // their R loads are in flight together.
     constexpr int R = ATTN_SPLIT / (8 * NW);
-    float acc[R][GT];
-    bool ok[R];
+    float acc[R][HT];
+    bool ok[R][QR];
     const kv_t* kp[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int j = (r * NW + warp) * 8 + pg;
         const int p = s * ATTN_SPLIT + j;
-        ok[r] = p >= lo && p <= pos;
+#pragma unroll
+        for (int q = 0; q < QR; ++q) ok[r][q] = p >= lo[q] && p <= pos[q];
         kp[r] = kc + ((size_t)sh.slot[j] * nkv + kvh) * hd;
 #pragma unroll
-        for (int h = 0; h < GT; ++h) acc[r][h] = 0.0f;
+        for (int h = 0; h < HT; ++h) acc[r][h] = 0.0f;
     }
 #if KV_F16 && ATTN_KV16W
     // f16 cache, head_dim a multiple of 8: lane sub takes 8-element chunks sub, sub + 4, ... (one
@@ -383,7 +415,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
             for (int r = 0; r < R; ++r) w[r] = *reinterpret_cast<const uint4*>(kp[r] + 8 * c);
 #pragma unroll
-            for (int h = 0; h < GT; ++h) {
+            for (int h = 0; h < HT; ++h) {
                 const float4 qa = sh.qs[h][2 * c], qb = sh.qs[h][2 * c + 1];
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
@@ -411,7 +443,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         for (int c = sub; c < c4; c += 4) {
             const float4 k = kv_load4(kp[r] + 4 * c);
 #pragma unroll
-            for (int h = 0; h < GT; ++h) {
+            for (int h = 0; h < HT; ++h) {
                 const float4 q = sh.qs[h][c];
                 acc[r][h] = __fmaf_rn(q.x, k.x, acc[r][h]);
                 acc[r][h] = __fmaf_rn(q.y, k.y, acc[r][h]);
@@ -427,7 +459,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
         for (int r = 0; r < R; ++r) k[r] = kv_load4(kp[r] + 4 * c);
 #pragma unroll
-        for (int h = 0; h < GT; ++h) {
+        for (int h = 0; h < HT; ++h) {
             const float4 q = sh.qs[h][c];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -443,41 +475,49 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int h = 0; h < GT; ++h) {
+        for (int h = 0; h < HT; ++h) {
             float t = acc[r][h];
             t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 1, 4));
             t = __fadd_rn(t, __shfl_xor_sync(0xffffffffu, t, 2, 4));
-            if (sub == 0) sh.es[h][(r * NW + warp) * 8 + pg] = ok[r] ? __fmul_rn(t, scale) : NEG_INF;
+            if (sub == 0) sh.es[h][(r * NW + warp) * 8 + pg] = ok[r][h / GT] ? __fmul_rn(t, scale) : NEG_INF;
         }
     __syncthreads();
     const int p = s * ATTN_SPLIT + tid;
-    const bool valid = p >= lo && p <= pos;
-    float m[GT], e[GT];
+    bool valid[QR];
 #pragma unroll
-    for (int h = 0; h < GT; ++h) m[h] = sh.es[h][tid];
+    for (int q = 0; q < QR; ++q) valid[q] = p >= lo[q] && p <= pos[q];
+    float m[HT], e[HT];
+#pragma unroll
+    for (int h = 0; h < HT; ++h) m[h] = sh.es[h][tid];
     block_max_gt(m, sh.scratch);
 #pragma unroll
-    for (int h = 0; h < GT; ++h) {
-        e[h] = valid ? expf(__fsub_rn(sh.es[h][tid], m[h])) : 0.0f;
+    for (int h = 0; h < HT; ++h) {
+        e[h] = valid[h / GT] ? expf(__fsub_rn(sh.es[h][tid], m[h])) : 0.0f;
         sh.es[h][tid] = e[h];
     }
     block_sum_gt(e, sh.scratch);  // its barriers publish es[]
     const int groups = ATTN_SPLIT / c4;
     const int g = tid / c4, c = tid % c4;
-    const int j0 = max(lo - s * ATTN_SPLIT, 0);
-    const int j1 = min(pos - s * ATTN_SPLIT, ATTN_SPLIT - 1);
-    float4 a[GT];
+    const int j0 = max(lo_min - s * ATTN_SPLIT, 0);
+    const int j1 = min(pos_max - s * ATTN_SPLIT, ATTN_SPLIT - 1);
+    int jr0[QR], jr1[QR];  // row q's positions in this split
 #pragma unroll
-    for (int h = 0; h < GT; ++h) a[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int q = 0; q < QR; ++q) {
+        jr0[q] = max(lo[q] - s * ATTN_SPLIT, 0);
+        jr1[q] = min(pos[q] - s * ATTN_SPLIT, ATTN_SPLIT - 1);
+    }
+    float4 a[HT];
+#pragma unroll
+    for (int h = 0; h < HT; ++h) a[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #if KV_F16 && ATTN_V16W
-    if ((hd & 7) == 0) {
+    if (QR == 1 && (hd & 7) == 0) {  // rows blocks (QR > 1) take the form below: the same bits
         // Thread (g8, cc) of the first groups · hd/8: the same position group g8 and the two
         // float4 columns 2cc, 2cc + 1 from one 16-byte load of 8 halves; each element's sum is
         // the chain of the form below (same groups, positions in the same order).
         const int c8 = c4 >> 1, g8 = tid / c8, cc = tid % c8;
-        float4 b[GT];
+        float4 b[HT];
 #pragma unroll
-        for (int h = 0; h < GT; ++h) b[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int h = 0; h < HT; ++h) b[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (g8 < groups) {
             int j = j0 + ((g8 - j0 % groups) % groups + groups) % groups;
             const int n = j <= j1 ? (j1 - j) / groups + 1 : 0;
@@ -488,14 +528,14 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
                 for (int u = 0; u < ATTN_VBATCH; ++u)
                     v[u] = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j + u * groups] * nkv + kvh) * hd + 8 * cc);
 #pragma unroll
-                for (int u = 0; u < ATTN_VBATCH; ++u) attn_v8_fma<GT>(v[u], sh.es, j + u * groups, a, b);
+                for (int u = 0; u < ATTN_VBATCH; ++u) attn_v8_fma<HT>(v[u], sh.es, j + u * groups, a, b);
             }
             for (; i < n; ++i, j += groups) {
                 const uint4 v = *reinterpret_cast<const uint4*>(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 8 * cc);
-                attn_v8_fma<GT>(v, sh.es, j, a, b);
+                attn_v8_fma<HT>(v, sh.es, j, a, b);
             }
 #pragma unroll
-            for (int h = 0; h < GT; ++h) {
+            for (int h = 0; h < HT; ++h) {
                 sh.part[h][g8 * c4 + 2 * cc] = a[h];
                 sh.part[h][g8 * c4 + 2 * cc + 1] = b[h];
             }
@@ -512,16 +552,16 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
             for (int u = 0; u < ATTN_VBATCH; ++u)
                 v[u] = kv_load4(vc + ((size_t)sh.slot[j + u * groups] * nkv + kvh) * hd + 4 * c);
 #pragma unroll
-            for (int u = 0; u < ATTN_VBATCH; ++u) attn_v4_fma<GT>(v[u], sh.es, j + u * groups, a);
+            for (int u = 0; u < ATTN_VBATCH; ++u) attn_v4_fma_rows<GT, QR>(v[u], sh.es, j + u * groups, a, jr0, jr1);
         }
         for (; i < n; ++i, j += groups)
-            attn_v4_fma<GT>(kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c), sh.es, j, a);
+            attn_v4_fma_rows<GT, QR>(kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c), sh.es, j, a, jr0, jr1);
 #pragma unroll
-        for (int h = 0; h < GT; ++h) sh.part[h][g * c4 + c] = a[h];
+        for (int h = 0; h < HT; ++h) sh.part[h][g * c4 + c] = a[h];
     }
     __syncthreads();
 #pragma unroll
-    for (int h = 0; h < GT; ++h) {
+    for (int h = 0; h < HT; ++h) {
         float total = 0.0f;
         if (tid < hd) {
             const float* part = reinterpret_cast<const float*>(sh.part[h]);
@@ -531,7 +571,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     }
     __syncthreads();
 #pragma unroll
-    for (int h = 0; h < GT; ++h) {
+    for (int h = 0; h < HT; ++h) {
         m_out[h] = m[h];
         l_out[h] = e[h];
     }
@@ -594,7 +634,7 @@ __device__ __forceinline__ void attn_paged(const float* q, const kv_t* kc, const
     for (int i = 0; i < GT; ++i) rm[i] = NEG_INF, rl[i] = 0.0f, ra[i] = 0.0f;
     for (int s = lo / ATTN_SPLIT; s <= pos / ATTN_SPLIT; ++s) {
         float m[GT], l[GT], a[GT];
-        attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+        attn_split_partial<GT>(kc, vc, tab, s, {lo}, {pos}, nkv, kvh, hd, bs, scale, sh, m, l, a);
 #pragma unroll
         for (int h = 0; h < GT; ++h) attn_merge(s == lo / ATTN_SPLIT, m[h], l[h], a[h], rm[h], rl[h], ra[h]);
     }
@@ -619,6 +659,81 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
 }
 #endif
 
+// Query rows a block of attn_rows_f32 (ATTN_ROWS > 0), and its heads a row (GT, up to the group).
+#ifndef ATTN_ROWS
+#define ATTN_ROWS 0
+#endif
+#ifndef ATTN_ROWS_Q
+#define ATTN_ROWS_Q 4
+#endif
+#ifndef ATTN_ROWS_HEADS
+#define ATTN_ROWS_HEADS 4
+#endif
+// Minimum resident attn_rows_f32 blocks a multiprocessor (launch bounds: 2 caps registers at 128).
+#ifndef ATTN_ROWS_MINB
+#define ATTN_ROWS_MINB 1
+#endif
+#if ATTN_ROWS
+// attn_paged_f32 for a step whose rows share one block table (a prefill chunk of one sequence):
+// block x takes rows x·QR .. x·QR + QR - 1 (QR = ATTN_ROWS_Q; past the last row it repeats the
+// last and stores nothing for the copies) and GT = ATTN_ROWS_HEADS heads of one KV head, and reads
+// each split's keys and values once for all QR·GT (row, head) slots, where attn_paged_f32 reads
+// them once a row: QR times fewer K/V loads through L2 for the prefill's many rows (run 115: 34%
+// of a 1,024-token prefill's kernel time in attn_paged_f32). Each row's arithmetic is
+// attn_paged_f32's, term for term (attn_split_partial with QR rows; a split outside a row's keys
+// is not merged into it): the same bits, which the self-check holds it to. Walks splits from the
+// rows' lowest to their highest. Grid: (ceil(rows / QR), nkv · ceil(G / GT)); block: (ATTN_SPLIT);
+// dynamic shared memory sizeof(AttnShared<QR·GT>) = 4·S + 24.125·S·QR·GT bytes (S = ATTN_SPLIT:
+// 99,840 at S = 256, QR = GT = 4). Arguments as attn_paged_f32's, `rows` the step's rows.
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_ROWS_MINB)
+attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
+              const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
+              float scale, int rows) {
+    constexpr int GT = ATTN_ROWS_HEADS, QR = ATTN_ROWS_Q, HT = GT * QR;
+    pdl_entry();
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    AttnShared<HT>& sh = *reinterpret_cast<AttnShared<HT>*>(attn_smem);
+    const int r0 = blockIdx.x * QR, tid = threadIdx.x;
+    const int G = nh / nkv, nb = (G + GT - 1) / GT;
+    const int kvh = blockIdx.y / nb, b = blockIdx.y % nb;
+    const int h0 = kvh * G + b * GT, nact = min(GT, G - b * GT);
+    int pos[QR], lo[QR], row[QR];
+    int s0 = 0x7fffffff, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < QR; ++i) {
+        row[i] = min(r0 + i, rows - 1);
+        pos[i] = (int)row_pos[row[i]];
+        lo[i] = window > 0 ? max(0, pos[i] + 1 - window) : 0;
+        s0 = min(s0, lo[i] / ATTN_SPLIT);
+        s1 = max(s1, pos[i] / ATTN_SPLIT);
+    }
+    for (int i = tid; i < HT * hd; i += blockDim.x) {
+        const int t = i / hd, d = i % hd, r = t / GT, h = t % GT;
+        reinterpret_cast<float*>(sh.qs[t])[d] = h < nact ? q[((size_t)row[r] * nh + h0 + h) * hd + d] : 0.0f;
+    }
+    __syncthreads();
+    const u32* tab = tables + row_tab[r0];
+    float rm[HT], rl[HT], ra[HT];
+#pragma unroll
+    for (int t = 0; t < HT; ++t) rm[t] = NEG_INF, rl[t] = 0.0f, ra[t] = 0.0f;
+    for (int s = s0; s <= s1; ++s) {
+        float m[HT], l[HT], a[HT];
+        attn_split_partial<GT, QR>(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+#pragma unroll
+        for (int t = 0; t < HT; ++t) {
+            const int r = t / GT;
+            if (s >= lo[r] / ATTN_SPLIT && s <= pos[r] / ATTN_SPLIT)
+                attn_merge(s == lo[r] / ATTN_SPLIT, m[t], l[t], a[t], rm[t], rl[t], ra[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < HT; ++t) {
+        const int r = t / GT, h = t % GT;
+        if (r0 + r < rows && h < nact && tid < hd) out[((size_t)(r0 + r) * nh + h0 + h) * hd + tid] = __fdiv_rn(ra[t], rl[t]);
+    }
+}
+#endif
+
 // The same attention with the splits of a row computed in parallel (flash-decoding, Dao et al.
 // 2023): block z of (row, heads) computes split lo / ATTN_SPLIT + z into part[(row, head, z)] =
 // (m, l, a[0 .. hd]); attn_combine_f32 then merges them in increasing z exactly as
@@ -638,7 +753,7 @@ __device__ __forceinline__ void attn_split(const float* q, const kv_t* kc, const
     attn_heads(q, row, nh, nkv, hd, sh, h0, nact, kvh);
     const u32* tab = tables + row_tab[row];
     float m[GT], l[GT], a[GT];
-    attn_split_partial(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+    attn_split_partial<GT>(kc, vc, tab, s, {lo}, {pos}, nkv, kvh, hd, bs, scale, sh, m, l, a);
 #pragma unroll
     for (int h = 0; h < GT; ++h) {
         if (h >= nact) break;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 mod defines;
 mod serve;
-pub use defines::KERNEL_DEFINES;
+pub use defines::{attn_shared_fits, KERNEL_DEFINES};
 pub use serve::ServeConfig;
 
 /// The source of a value nobody set.
@@ -556,7 +556,8 @@ impl ConfigArgs {
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
-            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16 and ATTN_WIDE_SPLITS (0: never) may be 0; the rest are sizes.
+            // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
+            // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 or 2; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -612,10 +613,12 @@ impl ConfigArgs {
                 _ if k == "ATTN_VBATCH" => {
                     anyhow::bail!("kernel_defines.ATTN_VBATCH must be 1 to 16 positions (got {v:?})")
                 }
-                Ok(n) if k == "ATTN_HEADS_WIDE" && (1..=8).contains(&n) => {}
-                _ if k == "ATTN_HEADS_WIDE" => {
-                    anyhow::bail!("kernel_defines.ATTN_HEADS_WIDE must be 1 to 8 query heads a block (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "ATTN_HEADS_WIDE" | "ATTN_ROWS_HEADS" | "ATTN_ROWS_Q") && (1..=8).contains(&n) => {}
+                _ if matches!(k.as_str(), "ATTN_HEADS_WIDE" | "ATTN_ROWS_HEADS" | "ATTN_ROWS_Q") => {
+                    anyhow::bail!("kernel_defines.{k} must be 1 to 8 (query heads a block, or rows) (got {v:?})")
                 }
+                Ok(n) if k == "ATTN_ROWS_MINB" && (1..=2).contains(&n) => {}
+                _ if k == "ATTN_ROWS_MINB" => anyhow::bail!("kernel_defines.ATTN_ROWS_MINB must be 1 or 2 (got {v:?})"),
                 Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
                 _ if k == "TCK_UB" => {
                     anyhow::bail!("kernel_defines.TCK_UB must be 1 to 8 units (got {v:?})")
@@ -631,7 +634,7 @@ impl ConfigArgs {
                 _ if k == "QTC_SK" => anyhow::bail!(
                     "kernel_defines.QTC_SK must be \"0\", \"1\" (every matrix), \"2\" (the BF16 QTC_SPLIT_BIG matrices only) or \"3\" (wgmma, every matrix, sm_90a) (got {v:?})"
                 ),
-                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "QTC_WT_ALT" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_ROWS_F16" || k == "ATTN_WIDE_SPLITS") && n <= 65536 => {}
+                Ok(n) if (k.starts_with("QLIN_M1_PREFETCH") || k == "QTC_M1_PREFETCH" || k == "QTC_SPLIT_BIG" || k == "QTC_WT_ALT" || k == "TCK_MIN_MB" || k == "QTC_GEMM_MIN_BIG" || k == "ATTN_WIDE_ROWS" || k == "ATTN_WIDE_ROWS_F16" || k == "ATTN_WIDE_SPLITS" || k == "ATTN_ROWS") && n <= 65536 => {}
                 _ if k == "QTC_XSPLIT" => {
                     anyhow::bail!("kernel_defines.QTC_XSPLIT must be \"1\", \"2\" or \"3\" (got {v:?})")
                 }
@@ -756,30 +759,6 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
         }
     }
     Ok((c, keys))
-}
-
-/// Whether decode attention's `AttnShared` (kernels/attention.cu: 4·S + 24.125·S·GT bytes, S =
-/// `ATTN_SPLIT`, GT = `ATTN_HEADS`, and `ATTN_HEADS_WIDE` when an `ATTN_WIDE_*` define compiles the
-/// wide entries) fits the 49,152 bytes static shared memory may take. `get(name, default)` reads a
-/// define; Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456).
-pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
-    let split = get("ATTN_SPLIT", 256);
-    let wide = get("ATTN_WIDE_ROWS", 0) > 0
-        || get("ATTN_WIDE_SPLITS", 0) > 0
-        || get("ATTN_WIDE_ROWS_F16", 0) > 0;
-    let mut heads = vec![("ATTN_HEADS", get("ATTN_HEADS", 1))];
-    if wide {
-        heads.push(("ATTN_HEADS_WIDE", get("ATTN_HEADS_WIDE", 4)));
-    }
-    for (name, gt) in heads {
-        let bytes = 4 * split as u64 + split as u64 * gt as u64 * 193 / 8;
-        if bytes > 49_152 {
-            return Err(format!(
-                "ATTN_SPLIT = {split} with {name} = {gt} needs {bytes} bytes of static shared memory a block, past 49,152 (lower either)"
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 86] = [
+pub const KERNEL_DEFINES: [&str; 90] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -19,6 +19,10 @@ pub const KERNEL_DEFINES: [&str; 86] = [
     "ATTN_PF",
     "ATTN_V16W",
     "ATTN_VBATCH",
+    "ATTN_ROWS",
+    "ATTN_ROWS_Q",
+    "ATTN_ROWS_HEADS",
+    "ATTN_ROWS_MINB",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
@@ -91,3 +95,39 @@ pub const KERNEL_DEFINES: [&str; 86] = [
     "PDL",
     "PDL_EARLY",
 ];
+
+/// Whether decode attention's `AttnShared` (kernels/attention.cu: 4·S + 24.125·S·GT bytes, S =
+/// `ATTN_SPLIT`, GT = `ATTN_HEADS`, and `ATTN_HEADS_WIDE` when an `ATTN_WIDE_*` define compiles the
+/// wide entries) fits the 49,152 bytes static shared memory may take. `get(name, default)` reads a
+/// define; Err names the defines and the bytes (S = 512 with 4 heads a block: 51,456). With
+/// `ATTN_ROWS` > 0 also `attn_rows_f32`'s dynamic shared memory (the same struct for
+/// `ATTN_ROWS_Q` × `ATTN_ROWS_HEADS` slots) against sm_90's 232,448 bytes a block.
+pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
+    let split = get("ATTN_SPLIT", 256);
+    let wide = get("ATTN_WIDE_ROWS", 0) > 0
+        || get("ATTN_WIDE_SPLITS", 0) > 0
+        || get("ATTN_WIDE_ROWS_F16", 0) > 0;
+    let mut heads = vec![("ATTN_HEADS", get("ATTN_HEADS", 1))];
+    if wide {
+        heads.push(("ATTN_HEADS_WIDE", get("ATTN_HEADS_WIDE", 4)));
+    }
+    let bytes = |gt: u32| 4 * split as u64 + split as u64 * gt as u64 * 193 / 8;
+    for (name, gt) in heads {
+        if bytes(gt) > 49_152 {
+            return Err(format!(
+                "ATTN_SPLIT = {split} with {name} = {gt} needs {} bytes of static shared memory a block, past 49,152 (lower either)",
+                bytes(gt)
+            ));
+        }
+    }
+    // attn_rows_f32 takes the same struct for ATTN_ROWS_Q × ATTN_ROWS_HEADS slots as dynamic
+    // shared memory: up to 232,448 bytes a block on sm_90.
+    let slots = get("ATTN_ROWS_Q", 4) * get("ATTN_ROWS_HEADS", 4);
+    if get("ATTN_ROWS", 0) > 0 && bytes(slots) > 232_448 {
+        return Err(format!(
+            "ATTN_SPLIT = {split} with ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots} needs {} bytes of shared memory a block, past 232,448 (lower one)",
+            bytes(slots)
+        ));
+    }
+    Ok(())
+}

@@ -19,6 +19,22 @@ pub struct KvIndex {
     pub tables: CudaSlice<u32>,
     /// `pos` on the host (sizes the split-parallel attention's grid).
     pub host_pos: Vec<u32>,
+    /// `row_tab` on the host (whether the rows share one block table, as `attn_rows_f32` needs;
+    /// empty: unknown, so they are taken not to).
+    pub host_tab: Vec<u32>,
+}
+
+impl KvIndex {
+    /// Whether every row reads the same block table (one sequence's prefill chunk, say).
+    pub fn one_table(&self) -> bool {
+        share_one_table(&self.host_tab, self.host_pos.len())
+    }
+}
+
+/// Whether `host_tab` (each row's block-table offset) gives all `rows` rows one table; a
+/// table list of another length (not known on the host) does not.
+fn share_one_table(host_tab: &[u32], rows: usize) -> bool {
+    host_tab.len() == rows && host_tab.windows(2).all(|w| w[0] == w[1])
 }
 
 /// Which kernels [`CudaDevice::attention`] runs; all give bit-identical results.
@@ -38,6 +54,11 @@ pub enum AttnPath<'a> {
         part: &'a mut CudaSlice<f32>,
         nz: usize,
     },
+    /// `attn_rows_f32`: blocks of `ATTN_ROWS_Q` rows reading each split's keys and values once
+    /// for all of them (compiled when `ATTN_ROWS` > 0; the rows must share one block table,
+    /// [`KvIndex::one_table`]). [`CudaDevice::attention`] takes it for `Auto` steps of at least
+    /// `ATTN_ROWS` rows that do.
+    Rows,
 }
 
 /// Bytes of split partials the split-parallel attention may use in one launch; beyond that the
@@ -268,6 +289,13 @@ impl CudaDevice {
         };
         let wide = (wide_rows > 0 && idx.pos.len() >= wide_rows)
             || (wide_splits > 0 && splits() >= wide_splits);
+        let rows_min = self.define("ATTN_ROWS", 0) as usize;
+        let path = match path {
+            AttnPath::Auto if rows_min > 0 && idx.pos.len() >= rows_min && idx.one_table() => {
+                AttnPath::Rows
+            }
+            p => p,
+        };
         let args = (heads, block_size, window, scale);
         self.attention_as(q, kc, vc, out, idx, args, path, wide)
     }
@@ -339,6 +367,10 @@ impl CudaDevice {
         let part_len = rows * nh * nz * (hd + 2);
         let mut fresh;
         let (part, nz) = match path {
+            AttnPath::Rows => {
+                let args = (heads, block_size, w, scale);
+                return self.attention_rows(q, kc, vc, out, idx, args);
+            }
             AttnPath::Walk => (None, nz),
             AttnPath::Auto if nz == 1 || part_len * 4 > ATTN_PART_BYTES => (None, nz),
             AttnPath::Auto | AttnPath::Split => {
@@ -407,6 +439,66 @@ impl CudaDevice {
         };
         let per = per.max(1) as usize;
         (nkv * (nh / nkv).div_ceil(per)) as u32
+    }
+
+    /// The rows path of [`CudaDevice::attention`] (`attn_rows_f32`); shapes already checked.
+    /// Errors: `ATTN_ROWS` = 0 (the entry is not compiled), rows on several block tables, the
+    /// driver refusing the block's shared memory.
+    fn attention_rows(
+        &self,
+        q: &CudaSlice<f32>,
+        kc: &CudaSlice<f32>,
+        vc: &CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+        idx: &KvIndex,
+        ((nh, nkv, hd), block_size, window, scale): ((usize, usize, usize), usize, usize, f32),
+    ) -> Result<()> {
+        let rows = idx.pos.len();
+        check(self.define("ATTN_ROWS", 0) > 0 && idx.one_table(), || {
+            format!(
+                    "attention rows path: ATTN_ROWS {} (0: not compiled), {rows} rows on one block table: {}",
+                    self.define("ATTN_ROWS", 0),
+                    idx.one_table()
+                )
+        })?;
+        let split = self.define("ATTN_SPLIT", 256) as usize;
+        let qr = self.define("ATTN_ROWS_Q", 4).max(1) as usize;
+        let gt = self.define("ATTN_ROWS_HEADS", 4).max(1) as usize;
+        let smem = attn_rows_smem_bytes(split, qr * gt);
+        let f = self.function("attention.cu", "attn_rows_f32")?;
+        self.grant_smem("attention.cu:attn_rows_f32", &f, smem)?;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                rows.div_ceil(qr) as u32,
+                (nkv * (nh / nkv).div_ceil(gt)) as u32,
+                1,
+            ),
+            block_dim: (split as u32, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
+        let bs = i32_of(block_size, "block_size")?;
+        let win = i32_of(window, "window")?;
+        let rowsi = i32_of(rows, "rows")?;
+        let mut b = self.launcher(&f);
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&nhi)
+            .arg(&nkvi)
+            .arg(&hdi)
+            .arg(&bs)
+            .arg(&win)
+            .arg(&scale)
+            .arg(&rowsi);
+        // SAFETY: signature matches; shapes checked by the caller; every row reads the block
+        // table at row_tab[0] (checked above), which covers its positions.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
     }
 
     /// The split-parallel path of [`CudaDevice::attention`]; shapes already checked.
@@ -497,9 +589,36 @@ pub fn kv_splits(positions: &[u32], window: usize, split: usize) -> usize {
         .unwrap_or(1)
 }
 
+/// Dynamic shared memory of `attn_rows_f32` (kernels/attention.cu `AttnShared<slots>`) in bytes:
+/// 4 bytes a position of the split for its slots, then per (row, head) slot the query (4 bytes
+/// an element, S / 4 float4), the scores (4·S), the V partials (16·S) and the tree scratch (S / 8):
+/// 4·S + 24.125·S·slots for S = `split` positions.
+pub fn attn_rows_smem_bytes(split: usize, slots: usize) -> u32 {
+    (4 * split + slots * (4 * split + 4 * split + 16 * split + split / 8)) as u32
+}
+
 #[cfg(test)]
 mod tests {
-    use super::kv_splits;
+    use super::{attn_rows_smem_bytes, kv_splits, share_one_table};
+
+    /// The rows path needs every row on one block table, known on the host.
+    #[test]
+    fn one_table_needs_every_row_on_the_same_table() {
+        assert!(share_one_table(&[7, 7, 7], 3));
+        assert!(share_one_table(&[0], 1));
+        assert!(!share_one_table(&[0, 0, 40], 3));
+        assert!(!share_one_table(&[], 3));
+        assert!(!share_one_table(&[0, 0], 3));
+    }
+
+    /// attn_rows_f32's shared memory at the defaults (ATTN_SPLIT 256, 4 rows of 4 heads): the
+    /// kernel's `AttnShared<16>`, 1,024 bytes of slots and 6,176 a (row, head) slot.
+    #[test]
+    fn attn_rows_smem_is_the_kernels_struct() {
+        assert_eq!(attn_rows_smem_bytes(256, 16), 99_840);
+        assert_eq!(attn_rows_smem_bytes(256, 1), 1_024 + 6_176);
+        assert_eq!(attn_rows_smem_bytes(512, 8), 2_048 + 8 * 12_352);
+    }
 
     /// Depth 8,192 plus 128 generated tokens is 33 splits of 256 (the row ATTN_WIDE_SPLITS = 32
     /// routes to the wide entries); a window counts only the splits it reaches; the largest row

@@ -106,6 +106,7 @@ impl StepBuffers {
                 row_tab: dev.alloc::<u32>(t)?,
                 tables: dev.alloc::<u32>(tables_cap.max(1))?,
                 host_pos: Vec::new(),
+                host_tab: Vec::new(),
             },
             x: dev.alloc::<f32>(t * h)?,
             xn: dev.alloc::<f32>(t * h)?,
@@ -143,6 +144,7 @@ impl StepBuffers {
             s.memcpy_htod(&p.wanted, &mut h.rows).map_err(drv)?;
         }
         self.idx.host_pos.clone_from(&p.pos);
+        self.idx.host_tab.clone_from(&p.row_tab);
         Ok(())
     }
 

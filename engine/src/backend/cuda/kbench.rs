@@ -139,6 +139,7 @@ pub fn bench_attention(
                 row_tab: dev.upload(&(0..m).map(|r| (r * per_row) as u32).collect::<Vec<_>>())?,
                 tables: dev.upload(&order)?,
                 host_pos: vec![depth as u32; m],
+                host_tab: (0..m).map(|r| (r * per_row) as u32).collect(),
             };
             let q = dev.upload(&rng.vec(m * nh * hd, -1.0, 1.0))?;
             let mut o = dev.alloc::<f32>(m * nh * hd)?;

@@ -269,6 +269,7 @@ fn check_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             row_tab: s.clone_htod(&vec![0u32; tokens]).map_err(drv)?,
             tables: s.clone_htod(&[0u32]).map_err(drv)?,
             host_pos: pos.clone(),
+            host_tab: vec![0; tokens],
         };
         let vd = s.clone_htod(&vx).map_err(drv)?;
         let cache = 64 * nkv * hd;
@@ -550,7 +551,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let (kc_dev, vc_dev) = (kv_cache_image(dev, &mut kc), kv_cache_image(dev, &mut vc));
         // Query rows at these positions (one sequence).
         // The last row reaches 9 splits of 256: attn_combine_f32's batch of 8 and one more.
-        let positions = [0usize, 5, 255, 256, 511, 699, 2_303];
+        let positions = [0usize, 5, 255, 256, 257, 258, 511, 699, 2_303];
         let q = rng.vec(positions.len() * nh * hd, -1.0, 1.0);
         let scale = 1.0 / (hd as f32).sqrt();
         let mut cpu = vec![0f32; q.len()];
@@ -578,7 +579,8 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         // path 0: one block walks the splits; 1: split-parallel; 2: split-parallel into a
         // workspace on a grid of 3 more splits than any row needs (as a CUDA graph runs it);
         // 3 and 5: paths 0 and 2 on the `_wide` entries (ATTN_HEADS_WIDE heads a block, compiled
-        // when ATTN_WIDE_ROWS or ATTN_WIDE_SPLITS > 0).
+        // when ATTN_WIDE_ROWS or ATTN_WIDE_SPLITS > 0); 6: attn_rows_f32 (compiled when
+        // ATTN_ROWS > 0; blocks of ATTN_ROWS_Q rows of scattered positions and windows).
         let run = |rows: &[usize], path: u8| -> Result<Vec<f32>> {
             let qs: Vec<f32> = rows
                 .iter()
@@ -597,6 +599,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
                 row_tab: s.clone_htod(&vec![0u32; rows.len()]).map_err(drv)?,
                 tables: s.clone_htod(&table).map_err(drv)?,
                 host_pos: rows.iter().map(|&r| positions[r] as u32).collect(),
+                host_tab: vec![0; rows.len()],
             };
             let qd = s.clone_htod(&qs).map_err(drv)?;
             let mut od = s.alloc_zeros::<f32>(qs.len()).map_err(drv)?;
@@ -609,8 +612,9 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             let mut part = s
                 .alloc_zeros::<f32>(rows.len() * nh * nz * (hd + 2))
                 .map_err(drv)?;
-            let (wide, path) = (path >= 3, path % 3);
+            let (wide, path) = ((3..6).contains(&path), if path == 6 { 6 } else { path % 3 });
             let path = match path {
+                6 => AttnPath::Rows,
                 0 => AttnPath::Walk,
                 1 => AttnPath::Split,
                 _ => AttnPath::Workspace {
@@ -625,7 +629,7 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
         let all: Vec<usize> = (0..positions.len()).collect();
         // All rows through the one-block path; the last row alone through the split-parallel
         // one, with and without a workspace; all rows through the workspace; all rows through
-        // the wide entries, walking and into the workspace.
+        // the wide entries, walking and into the workspace; all rows through the rows entry.
         let gpu = run(&all, 0)?;
         let last = &gpu[(positions.len() - 1) * nh * hd..];
         let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
@@ -633,7 +637,8 @@ fn check_attention(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
             && same(&run(&[positions.len() - 1], 2)?, last)
             && same(&run(&all, 2)?, &gpu)
             && (!dev.attn_wide_compiled()
-                || (same(&run(&all, 3)?, &gpu) && same(&run(&all, 5)?, &gpu)));
+                || (same(&run(&all, 3)?, &gpu) && same(&run(&all, 5)?, &gpu)))
+            && (dev.define("ATTN_ROWS", 0) == 0 || same(&run(&all, 6)?, &gpu));
         let ones = vec![1f32; cpu.len()];
         let (d, ok) = compare(&gpu, &cpu, &ones, 1e-5, 0.0);
         out.push(CheckRow {

@@ -143,6 +143,7 @@ pub(super) fn check_qkv_rope(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<Chec
             row_tab: s.clone_htod(&vec![0u32; m]).map_err(drv)?,
             tables: s.clone_htod(&[0u32]).map_err(drv)?,
             host_pos: pos[t0..t0 + m].to_vec(),
+            host_tab: vec![0; m],
         };
         let (mut kc, mut vc) = match caches {
             Some((kh, vh)) => (
