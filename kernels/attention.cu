@@ -349,7 +349,7 @@ __device__ __forceinline__ void attn_v8_fma(const uint4 v, const float (*es)[ATT
 }
 #endif
 
-template <int GT, int QR = 1>
+template <int GT, int QR = 1, int KO = ATTN_KORDER, int KU = ATTN_KUNROLL>
 __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s,
                                                    const int (&lo)[QR], const int (&pos)[QR], int nkv, int kvh,
                                                    int hd, int bs, float scale, AttnShared<GT * QR>& sh,
@@ -409,7 +409,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // elements in order, then the 4-lane xor tree (an order of its own, the same on every path).
     if ((hd & 7) == 0) {
         const int c8 = hd >> 3;
-#pragma unroll ATTN_KUNROLL
+#pragma unroll KU
         for (int c = sub; c < c8; c += 4) {
             uint4 w[R];
 #pragma unroll
@@ -435,11 +435,11 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     } else
 #endif
     {
-#if ATTN_KORDER == 0
+    if constexpr (KO == 0) {
     // Positions outer: a position's columns in a row.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-#pragma unroll ATTN_KUNROLL
+#pragma unroll KU
         for (int c = sub; c < c4; c += 4) {
             const float4 k = kv_load4(kp[r] + 4 * c);
 #pragma unroll
@@ -452,8 +452,8 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
             }
         }
     }
-#else
-#pragma unroll ATTN_KUNROLL
+    } else {
+#pragma unroll KU
     for (int c = sub; c < c4; c += 4) {
         float4 k[R];
 #pragma unroll
@@ -470,7 +470,7 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
             }
         }
     }
-#endif
+    }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -669,6 +669,17 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
 #ifndef ATTN_ROWS_HEADS
 #define ATTN_ROWS_HEADS 4
 #endif
+// attn_rows_f32's score loop order and key columns ahead (ATTN_KORDER and ATTN_KUNROLL for it;
+// the same operations per score either way). Columns outer by default: each q column is read from
+// shared memory once for a lane's 4 positions, where positions outer reads it once a position for
+// each of the block's 16 slots (run 118, H100, BF16 TTFT of 1,024 tokens with the rows entry at
+// 4 x 4: 132.4 ms with the f32 cache's 0 / 8, 121.1 with 1 / 4).
+#ifndef ATTN_ROWS_KORDER
+#define ATTN_ROWS_KORDER 1
+#endif
+#ifndef ATTN_ROWS_KUNROLL
+#define ATTN_ROWS_KUNROLL 4
+#endif
 // Minimum resident attn_rows_f32 blocks a multiprocessor (launch bounds: 2 caps registers at 128).
 #ifndef ATTN_ROWS_MINB
 #define ATTN_ROWS_MINB 1
@@ -681,7 +692,11 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
 // them once a row: QR times fewer K/V loads through L2 for the prefill's many rows (run 115: 34%
 // of a 1,024-token prefill's kernel time in attn_paged_f32). Each row's arithmetic is
 // attn_paged_f32's, term for term (attn_split_partial with QR rows; a split outside a row's keys
-// is not merged into it): the same bits, which the self-check holds it to. Walks splits from the
+// is not merged into it): the same bits, which the self-check holds it to (run 116, and the CUDA
+// gate lanes with every prefill on it). Fewer loads bought little: the walking kernel was not bound
+// by them (run 118, Nsight Compute, H100: this entry at 4 x 4 issues 1.06 instructions a cycle an
+// SM with 2 warps a scheduler, DRAM 0.7%, L2 4%; TTFT 131.5 -> 132.4 ms with positions outer, 121.1
+// with columns outer). Walks splits from the
 // rows' lowest to their highest. Grid: (ceil(rows / QR), nkv · ceil(G / GT)); block: (ATTN_SPLIT);
 // dynamic shared memory sizeof(AttnShared<QR·GT>) = 4·S + 24.125·S·QR·GT bytes (S = ATTN_SPLIT:
 // 99,840 at S = 256, QR = GT = 4). Arguments as attn_paged_f32's, `rows` the step's rows.
@@ -718,7 +733,8 @@ attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
     for (int t = 0; t < HT; ++t) rm[t] = NEG_INF, rl[t] = 0.0f, ra[t] = 0.0f;
     for (int s = s0; s <= s1; ++s) {
         float m[HT], l[HT], a[HT];
-        attn_split_partial<GT, QR>(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m, l, a);
+        attn_split_partial<GT, QR, ATTN_ROWS_KORDER, ATTN_ROWS_KUNROLL>(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale,
+                                                                       sh, m, l, a);
 #pragma unroll
         for (int t = 0; t < HT; ++t) {
             const int r = t / GT;

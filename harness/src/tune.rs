@@ -329,7 +329,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 32] = [
+        let sweeps: [KnobSweep; 33] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -347,6 +347,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("ATTN_PF", &[0, 1], 0, Some(2048), 1),
             ("ATTN_WIDE_ROWS", &[0, 16, 32], 0, Some(128), 32),
             ("ATTN_WIDE_SPLITS", &[0, 32], 0, Some(8192), 1),
+            ("ATTN_ROWS", &[0, 64], 0, None, 1),
             ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),

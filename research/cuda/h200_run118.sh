@@ -24,6 +24,10 @@ case "$gpu" in
     step "decode q4_k bs=1, $c"
     timeout 40 $N --backend cuda --config /tmp/c-$c.toml bench decode --model synth:llama-3.1-8b:q4_k --batch 1 \
       --depth 128 --new-tokens 128 --reps 5 --out "$O/decode1.jsonl" 2>&1 | grep -E "^decode|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
+  done
+  for g in tiny qwen3; do
+    timeout 60 $N --config /tmp/c-wg.toml gate --lane cuda --only $g --json "$O/gates.jsonl" > "$O/gates-$g.txt" 2>&1
+    echo "CUDA lane $g, QTC_Q4_K = 2: $(grep -E "gates run" "$O/gates-$g.txt" | head -1)" | tee -a "$L"
   done;;
 *)
   N="$N --device-defaults boards/defaults/nvidia-h200.toml"

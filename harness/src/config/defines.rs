@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 90] = [
+pub const KERNEL_DEFINES: [&str; 92] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -23,6 +23,8 @@ pub const KERNEL_DEFINES: [&str; 90] = [
     "ATTN_ROWS_Q",
     "ATTN_ROWS_HEADS",
     "ATTN_ROWS_MINB",
+    "ATTN_ROWS_KORDER",
+    "ATTN_ROWS_KUNROLL",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",

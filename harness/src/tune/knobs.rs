@@ -197,6 +197,12 @@ mod tests {
             32,
             &d(&[("ATTN_SPLIT", "512")])
         ));
+        // The prefill rows entry's dynamic shared memory: 4 x 4 slots fit at 512 positions, 8 x 4
+        // do not.
+        assert!(attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_SPLIT", "512")])));
+        let wide_rows = d(&[("ATTN_SPLIT", "512"), ("ATTN_ROWS_Q", "8")]);
+        assert!(!attn_fits("ATTN_ROWS", 64, &wide_rows));
+        assert!(attn_fits("ATTN_ROWS", 0, &wide_rows));
         assert!(attn_fits("QTC_UNROLL", 2, &d(&[("ATTN_SPLIT", "4096")])));
     }
 }
