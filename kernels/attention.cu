@@ -349,7 +349,7 @@ __device__ __forceinline__ void attn_v8_fma(const uint4 v, const float (*es)[ATT
 }
 #endif
 
-template <int GT, int QR = 1, int KO = ATTN_KORDER, int KU = ATTN_KUNROLL>
+template <int GT, int QR = 1, int KO = ATTN_KORDER, int KU = ATTN_KUNROLL, int VB = ATTN_VBATCH>
 __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* vc, const u32* tab, int s,
                                                    const int (&lo)[QR], const int (&pos)[QR], int nkv, int kvh,
                                                    int hd, int bs, float scale, AttnShared<GT * QR>& sh,
@@ -496,6 +496,15 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         sh.es[h][tid] = e[h];
     }
     block_sum_gt(e, sh.scratch);  // its barriers publish es[]
+    if constexpr (QR > 1) {
+        // A rows block leaves the split's m and l in shared memory (the tree scratch is free until
+        // the next split), where attn_rows_f32's merge reads them after the barrier at the end,
+        // instead of holding 2·HT registers through the V sum.
+        if (tid == 0) {
+#pragma unroll
+            for (int h = 0; h < HT; ++h) sh.scratch[h][0] = m[h], sh.scratch[h][1] = e[h];
+        }
+    }
     const int groups = ATTN_SPLIT / c4;
     const int g = tid / c4, c = tid % c4;
     const int j0 = max(lo_min - s * ATTN_SPLIT, 0);
@@ -546,13 +555,13 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         int j = j0 + ((g - j0 % groups) % groups + groups) % groups;
         const int n = j <= j1 ? (j1 - j) / groups + 1 : 0;
         int i = 0;
-        for (; i + ATTN_VBATCH <= n; i += ATTN_VBATCH, j += ATTN_VBATCH * groups) {
-            float4 v[ATTN_VBATCH];
+        for (; i + VB <= n; i += VB, j += VB * groups) {
+            float4 v[VB];
 #pragma unroll
-            for (int u = 0; u < ATTN_VBATCH; ++u)
+            for (int u = 0; u < VB; ++u)
                 v[u] = kv_load4(vc + ((size_t)sh.slot[j + u * groups] * nkv + kvh) * hd + 4 * c);
 #pragma unroll
-            for (int u = 0; u < ATTN_VBATCH; ++u) attn_v4_fma_rows<GT, QR>(v[u], sh.es, j + u * groups, a, jr0, jr1);
+            for (int u = 0; u < VB; ++u) attn_v4_fma_rows<GT, QR>(v[u], sh.es, j + u * groups, a, jr0, jr1);
         }
         for (; i < n; ++i, j += groups)
             attn_v4_fma_rows<GT, QR>(kv_load4(vc + ((size_t)sh.slot[j] * nkv + kvh) * hd + 4 * c), sh.es, j, a, jr0, jr1);
@@ -570,10 +579,12 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
         a_out[h] = total;
     }
     __syncthreads();
+    if constexpr (QR == 1) {
 #pragma unroll
-    for (int h = 0; h < HT; ++h) {
-        m_out[h] = m[h];
-        l_out[h] = e[h];
+        for (int h = 0; h < HT; ++h) {
+            m_out[h] = m[h];
+            l_out[h] = e[h];
+        }
     }
 }
 
@@ -680,6 +691,10 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
 #ifndef ATTN_ROWS_KUNROLL
 #define ATTN_ROWS_KUNROLL 4
 #endif
+// attn_rows_f32's V load batch (ATTN_VBATCH for it; any value gives the same bits).
+#ifndef ATTN_ROWS_VBATCH
+#define ATTN_ROWS_VBATCH ATTN_VBATCH
+#endif
 // Minimum resident attn_rows_f32 blocks a multiprocessor (launch bounds: 2 caps registers at 128).
 #ifndef ATTN_ROWS_MINB
 #define ATTN_ROWS_MINB 1
@@ -696,16 +711,16 @@ attn_paged_wide_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, 
 // gate lanes with every prefill on it). Fewer loads bought little: the walking kernel was not bound
 // by them (run 118, Nsight Compute, H100: this entry at 4 x 4 issues 1.06 instructions a cycle an
 // SM with 2 warps a scheduler, DRAM 0.7%, L2 4%; TTFT 131.5 -> 132.4 ms with positions outer, 121.1
-// with columns outer). Walks splits from the
-// rows' lowest to their highest. Grid: (ceil(rows / QR), nkv · ceil(G / GT)); block: (ATTN_SPLIT);
-// dynamic shared memory sizeof(AttnShared<QR·GT>) = 4·S + 24.125·S·QR·GT bytes (S = ATTN_SPLIT:
-// 99,840 at S = 256, QR = GT = 4). Arguments as attn_paged_f32's, `rows` the step's rows.
+// with columns outer). Walks splits from the rows' lowest to their highest. Grid: (ceil(rows /
+// QR), nkv · ceil(G / GT)); block: (ATTN_SPLIT); dynamic shared memory sizeof(AttnShared<QR·GT>)
+// + 8·QR·GT (each slot's running max and sum) = 4·S + (24.125·S + 8)·QR·GT bytes (S = ATTN_SPLIT:
+// 99,968 at S = 256, QR = GT = 4). Arguments as attn_paged_f32's, `rows` the step's rows.
 extern "C" __global__ void __launch_bounds__(ATTN_SPLIT, ATTN_ROWS_MINB)
 attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
               float scale, int rows) {
-    constexpr int GT = ATTN_ROWS_HEADS, QR = ATTN_ROWS_Q, HT = GT * QR;
     pdl_entry();
+    constexpr int GT = ATTN_ROWS_HEADS, QR = ATTN_ROWS_Q, HT = GT * QR;
     extern __shared__ __align__(16) unsigned char attn_smem[];
     AttnShared<HT>& sh = *reinterpret_cast<AttnShared<HT>*>(attn_smem);
     const int r0 = blockIdx.x * QR, tid = threadIdx.x;
@@ -728,24 +743,38 @@ attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
     }
     __syncthreads();
     const u32* tab = tables + row_tab[r0];
-    float rm[HT], rl[HT], ra[HT];
+    // The running max and sum of each slot, [HT][2] after the struct: uniform across the block, so
+    // kept once in shared memory (thread 0 writes them) rather than in every thread's registers.
+    float(*run)[2] = reinterpret_cast<float(*)[2]>(attn_smem + sizeof(AttnShared<HT>));
+    float ra[HT];
 #pragma unroll
-    for (int t = 0; t < HT; ++t) rm[t] = NEG_INF, rl[t] = 0.0f, ra[t] = 0.0f;
+    for (int t = 0; t < HT; ++t) ra[t] = 0.0f;
     for (int s = s0; s <= s1; ++s) {
-        float m[HT], l[HT], a[HT];
-        attn_split_partial<GT, QR, ATTN_ROWS_KORDER, ATTN_ROWS_KUNROLL>(kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale,
-                                                                       sh, m, l, a);
+        float m_unused[HT], l_unused[HT], a[HT];
+        attn_split_partial<GT, QR, ATTN_ROWS_KORDER, ATTN_ROWS_KUNROLL, ATTN_ROWS_VBATCH>(
+            kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m_unused, l_unused, a);
+        // attn_merge with the split's m, l (sh.scratch, published by the partial's last barrier)
+        // and the running ones; every thread forms the same rm, rl, which thread 0 stores once all
+        // have read the old ones.
+        float rm[HT], rl[HT];
 #pragma unroll
         for (int t = 0; t < HT; ++t) {
             const int r = t / GT;
+            rm[t] = run[t][0], rl[t] = run[t][1];
             if (s >= lo[r] / ATTN_SPLIT && s <= pos[r] / ATTN_SPLIT)
-                attn_merge(s == lo[r] / ATTN_SPLIT, m[t], l[t], a[t], rm[t], rl[t], ra[t]);
+                attn_merge(s == lo[r] / ATTN_SPLIT, sh.scratch[t][0], sh.scratch[t][1], a[t], rm[t], rl[t], ra[t]);
+        }
+        __syncthreads();
+        if (tid == 0) {
+#pragma unroll
+            for (int t = 0; t < HT; ++t) run[t][0] = rm[t], run[t][1] = rl[t];
         }
     }
+    __syncthreads();
 #pragma unroll
     for (int t = 0; t < HT; ++t) {
         const int r = t / GT, h = t % GT;
-        if (r0 + r < rows && h < nact && tid < hd) out[((size_t)(r0 + r) * nh + h0 + h) * hd + tid] = __fdiv_rn(ra[t], rl[t]);
+        if (r0 + r < rows && h < nact && tid < hd) out[((size_t)(r0 + r) * nh + h0 + h) * hd + tid] = __fdiv_rn(ra[t], run[t][1]);
     }
 }
 #endif

@@ -555,7 +555,7 @@ impl ConfigArgs {
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_KV16W, ATTN_V16W, ATTN_PF,
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
             // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 or 2; the rest are sizes.
             let switch = matches!(
@@ -610,9 +610,9 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "TCW_WG" | "TCK_WG") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 3 warpgroups (got {v:?})")
                 }
-                Ok(n) if k == "ATTN_VBATCH" && (1..=16).contains(&n) => {}
-                _ if k == "ATTN_VBATCH" => {
-                    anyhow::bail!("kernel_defines.ATTN_VBATCH must be 1 to 16 positions (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "ATTN_VBATCH" | "ATTN_ROWS_VBATCH") && (1..=16).contains(&n) => {}
+                _ if matches!(k.as_str(), "ATTN_VBATCH" | "ATTN_ROWS_VBATCH") => {
+                    anyhow::bail!("kernel_defines.{k} must be 1 to 16 positions (got {v:?})")
                 }
                 Ok(n) if matches!(k.as_str(), "ATTN_HEADS_WIDE" | "ATTN_ROWS_HEADS" | "ATTN_ROWS_Q") && (1..=8).contains(&n) => {}
                 _ if matches!(k.as_str(), "ATTN_HEADS_WIDE" | "ATTN_ROWS_HEADS" | "ATTN_ROWS_Q") => {

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 92] = [
+pub const KERNEL_DEFINES: [&str; 93] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -25,6 +25,7 @@ pub const KERNEL_DEFINES: [&str; 92] = [
     "ATTN_ROWS_MINB",
     "ATTN_ROWS_KORDER",
     "ATTN_ROWS_KUNROLL",
+    "ATTN_ROWS_VBATCH",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",
@@ -122,13 +123,13 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
             ));
         }
     }
-    // attn_rows_f32 takes the same struct for ATTN_ROWS_Q × ATTN_ROWS_HEADS slots as dynamic
-    // shared memory: up to 232,448 bytes a block on sm_90.
+    // attn_rows_f32 takes the same struct for ATTN_ROWS_Q × ATTN_ROWS_HEADS slots, and 8 bytes a
+    // slot of running max and sum, as dynamic shared memory: up to 232,448 bytes a block on sm_90.
     let slots = get("ATTN_ROWS_Q", 4) * get("ATTN_ROWS_HEADS", 4);
-    if get("ATTN_ROWS", 0) > 0 && bytes(slots) > 232_448 {
+    let rows_bytes = bytes(slots).next_multiple_of(16) + 8 * slots as u64;
+    if get("ATTN_ROWS", 0) > 0 && rows_bytes > 232_448 {
         return Err(format!(
-            "ATTN_SPLIT = {split} with ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots} needs {} bytes of shared memory a block, past 232,448 (lower one)",
-            bytes(slots)
+            "ATTN_SPLIT = {split} with ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots} needs {rows_bytes} bytes of shared memory a block, past 232,448 (lower one)"
         ));
     }
     Ok(())

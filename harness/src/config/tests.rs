@@ -230,7 +230,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("ATTN_ROWS_MINB = \"3\"", "ATTN_ROWS_MINB must be 1 or 2"),
         (
             "ATTN_SPLIT = \"512\"\nATTN_ROWS = \"64\"\nATTN_ROWS_Q = \"8\"",
-            "ATTN_ROWS_Q x ATTN_ROWS_HEADS = 32 needs 397312 bytes",
+            "ATTN_ROWS_Q x ATTN_ROWS_HEADS = 32 needs 397568 bytes",
         ),
         ("QTC_GEMM = \"4\"", "wgmma"),
         ("TCW_WG = \"4\"", "TCW_WG must be 1 to 3"),

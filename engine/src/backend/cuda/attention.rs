@@ -29,6 +29,17 @@ impl KvIndex {
     pub fn one_table(&self) -> bool {
         share_one_table(&self.host_tab, self.host_pos.len())
     }
+
+    /// [`KvIndex::one_table`], and the rows at consecutive positions (a prefill chunk, a verify
+    /// pass): the case [`CudaDevice::attention`] gives the rows path, whose blocks read the block
+    /// table at every position between their rows' first key and last row.
+    pub fn one_run_of_positions(&self) -> bool {
+        self.one_table()
+            && self
+                .host_pos
+                .windows(2)
+                .all(|w| w[1] == w[0].wrapping_add(1))
+    }
 }
 
 /// Whether `host_tab` (each row's block-table offset) gives all `rows` rows one table; a
@@ -57,7 +68,7 @@ pub enum AttnPath<'a> {
     /// `attn_rows_f32`: blocks of `ATTN_ROWS_Q` rows reading each split's keys and values once
     /// for all of them (compiled when `ATTN_ROWS` > 0; the rows must share one block table,
     /// [`KvIndex::one_table`]). [`CudaDevice::attention`] takes it for `Auto` steps of at least
-    /// `ATTN_ROWS` rows that do.
+    /// `ATTN_ROWS` rows that do, at consecutive positions ([`KvIndex::one_run_of_positions`]).
     Rows,
 }
 
@@ -291,7 +302,9 @@ impl CudaDevice {
             || (wide_splits > 0 && splits() >= wide_splits);
         let rows_min = self.define("ATTN_ROWS", 0) as usize;
         let path = match path {
-            AttnPath::Auto if rows_min > 0 && idx.pos.len() >= rows_min && idx.one_table() => {
+            AttnPath::Auto
+                if rows_min > 0 && idx.pos.len() >= rows_min && idx.one_run_of_positions() =>
+            {
                 AttnPath::Rows
             }
             p => p,
@@ -589,12 +602,16 @@ pub fn kv_splits(positions: &[u32], window: usize, split: usize) -> usize {
         .unwrap_or(1)
 }
 
-/// Dynamic shared memory of `attn_rows_f32` (kernels/attention.cu `AttnShared<slots>`) in bytes:
-/// 4 bytes a position of the split for its slots, then per (row, head) slot the query (4 bytes
-/// an element, S / 4 float4), the scores (4·S), the V partials (16·S) and the tree scratch (S / 8):
-/// 4·S + 24.125·S·slots for S = `split` positions.
+/// Dynamic shared memory of `attn_rows_f32` (kernels/attention.cu: `AttnShared<slots>`, then each
+/// slot's running max and sum) in bytes: 4 bytes a position of the split for its slots, then per
+/// (row, head) slot the query (4 bytes an element, S / 4 float4), the scores (4·S), the V partials
+/// (16·S), the tree scratch (4 bytes for each 32 positions), the struct rounded up to 16 bytes, and
+/// the running pairs (8 bytes a slot): 4·S + (24.125·S + 8)·slots for S = `split` positions that
+/// are a multiple of 128.
 pub fn attn_rows_smem_bytes(split: usize, slots: usize) -> u32 {
-    (4 * split + slots * (4 * split + 4 * split + 16 * split + split / 8)) as u32
+    // The struct's members, then its size rounded up to its float4 alignment, then the pairs.
+    let members = 4 * split + slots * (4 * split + 4 * split + 16 * split + 4 * (split / 32));
+    (members.next_multiple_of(16) + 8 * slots) as u32
 }
 
 #[cfg(test)]
@@ -612,12 +629,15 @@ mod tests {
     }
 
     /// attn_rows_f32's shared memory at the defaults (ATTN_SPLIT 256, 4 rows of 4 heads): the
-    /// kernel's `AttnShared<16>`, 1,024 bytes of slots and 6,176 a (row, head) slot.
+    /// kernel's `AttnShared<16>`, 1,024 bytes of slots and 6,176 a (row, head) slot, then 8 a slot
+    /// for its running max and sum.
     #[test]
     fn attn_rows_smem_is_the_kernels_struct() {
-        assert_eq!(attn_rows_smem_bytes(256, 16), 99_840);
-        assert_eq!(attn_rows_smem_bytes(256, 1), 1_024 + 6_176);
-        assert_eq!(attn_rows_smem_bytes(512, 8), 2_048 + 8 * 12_352);
+        assert_eq!(attn_rows_smem_bytes(256, 16), 99_840 + 16 * 8);
+        assert_eq!(attn_rows_smem_bytes(256, 1), 1_024 + 6_176 + 8);
+        assert_eq!(attn_rows_smem_bytes(512, 8), 2_048 + 8 * (12_352 + 8));
+        // 64 positions and 3 slots: members 256 + 3 · 1,544 = 4,888 bytes, rounded to 4,896.
+        assert_eq!(attn_rows_smem_bytes(64, 3), 4_896 + 24);
     }
 
     /// Depth 8,192 plus 128 generated tokens is 33 splits of 256 (the row ATTN_WIDE_SPLITS = 32
