@@ -234,6 +234,14 @@ extern "C" __global__ void kv_copy_block_f32(kv_t* c, int src, int dst, int n) {
 #ifndef ATTN_PF
 #define ATTN_PF 0
 #endif
+// 1 = the score loop skips a warp's group of 8 positions when none of them is a key of any of the
+// block's rows (past the last row's position, or before the first key of a sliding window): the
+// last split of a decode row at depth 128 has 129 keys of 256, a prefill's diagonal split half
+// its positions on average. Their scores are -inf whatever the sums hold, so the bits do not
+// change. 0, the default: every group computed (not yet measured).
+#ifndef ATTN_SKIP
+#define ATTN_SKIP 0
+#endif
 
 // One split's partial softmax-attention for (row, the block's heads): per head h < GT, m = the
 // split's max score, l = sum of exp(score - m), a[d] = sum of exp(score - m) * v[d]. Thread tid
@@ -401,6 +409,15 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
 #pragma unroll
         for (int h = 0; h < HT; ++h) acc[r][h] = 0.0f;
     }
+#if ATTN_SKIP
+    // Whether any of the warp's 8 positions of group r is a key of some row (warp-uniform).
+    bool live[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int j8 = (r * NW + warp) * 8;
+        live[r] = j8 <= pos_max - s * ATTN_SPLIT && j8 + 7 >= lo_min - s * ATTN_SPLIT;
+    }
+#endif
 #if KV_F16 && ATTN_KV16W
     // f16 cache, head_dim a multiple of 8: lane sub takes 8-element chunks sub, sub + 4, ... (one
     // 16-byte load each), so a warp's load covers 64 contiguous bytes of each of its 8 positions
@@ -439,6 +456,9 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     // Positions outer: a position's columns in a row.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+#if ATTN_SKIP
+        if (!live[r]) continue;
+#endif
 #pragma unroll KU
         for (int c = sub; c < c4; c += 4) {
             const float4 k = kv_load4(kp[r] + 4 * c);
@@ -457,12 +477,20 @@ __device__ __forceinline__ void attn_split_partial(const kv_t* kc, const kv_t* v
     for (int c = sub; c < c4; c += 4) {
         float4 k[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) k[r] = kv_load4(kp[r] + 4 * c);
+        for (int r = 0; r < R; ++r)
+#if ATTN_SKIP
+            k[r] = live[r] ? kv_load4(kp[r] + 4 * c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#else
+            k[r] = kv_load4(kp[r] + 4 * c);
+#endif
 #pragma unroll
         for (int h = 0; h < HT; ++h) {
             const float4 q = sh.qs[h][c];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
+#if ATTN_SKIP
+                if (!live[r]) continue;
+#endif
                 acc[r][h] = __fmaf_rn(q.x, k[r].x, acc[r][h]);
                 acc[r][h] = __fmaf_rn(q.y, k[r].y, acc[r][h]);
                 acc[r][h] = __fmaf_rn(q.z, k[r].z, acc[r][h]);

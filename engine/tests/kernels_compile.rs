@@ -408,7 +408,8 @@ fn linear_switches_compile() {
 /// config `kv_cache_dtype = "f16"`), 1, 2, 4 or 8 query heads a block (`ATTN_HEADS`), with and
 /// without the L2 prefetch of K and V rows (`ATTN_PF`; with the f16 cache the 16-byte V loads,
 /// `ATTN_V16W`, take the same value, and the V sum's load batch `ATTN_VBATCH` is 16), with the wide entries (`ATTN_WIDE_ROWS`, with the f16 cache `ATTN_WIDE_ROWS_F16`; `ATTN_WIDE_SPLITS` compiles the same ones): every entry is
-/// there and the attention entries spill nothing; and the prefill rows entry (`ATTN_ROWS`).
+/// there and the attention entries spill nothing; and the prefill rows entry (`ATTN_ROWS`), alone and
+/// with the score loop's skip (`ATTN_SKIP`).
 #[test]
 fn attention_variants_compile() {
     let Some(dir) = nvrtc_or_reexec("attention_variants_compile") else {
@@ -464,26 +465,38 @@ fn attention_variants_compile() {
                 }
             }
         }
-    } // The prefill rows entry (ATTN_ROWS > 0; 4 rows of 4 heads a block by default) with each
-      // cache format's own defaults: there, and no spill (ATTN_PF with a V batch of 16 and
-      // ATTN_KV16W spill 40 and 72 bytes in it at NVRTC 13.0; both are off by default).
-    for f16 in [false, true] {
+    }
+    // The prefill rows entry (ATTN_ROWS > 0; 4 rows of 4 heads a block by default) with each
+    // cache format's own defaults: there, and no spill (ATTN_PF with a V batch of 16 and
+    // ATTN_KV16W spill 40 and 72 bytes in it at NVRTC 13.0; both are off by default). Then the same
+    // with the score loop's skip of groups without keys (ATTN_SKIP = 1): no attention entry spills.
+    for (f16, skip) in [(false, 0), (true, 0), (false, 1), (true, 1)] {
         let mut opts = options(&dir);
         opts.defines
             .insert("KV_F16".into(), u32::from(f16).to_string());
         opts.defines.insert("ATTN_HEADS".into(), "2".into());
         opts.defines.insert("ATTN_ROWS".into(), "64".into());
-        let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts)
-            .unwrap_or_else(|e| panic!("attention.cu (KV_F16 {f16}, ATTN_ROWS 64): {e}"));
-        let rows: Vec<_> = parse_ptxas_report(&c.log)
-            .into_iter()
-            .filter(|r| r.function == "attn_rows_f32")
-            .collect();
-        assert_eq!(rows.len(), 1, "attn_rows_f32 (KV_F16 {f16}): {}", c.log);
+        opts.defines.insert("ATTN_SKIP".into(), skip.to_string());
+        let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
+            panic!("attention.cu (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}): {e}")
+        });
+        let report = parse_ptxas_report(&c.log);
         assert_eq!(
-            rows[0].spill_stores + rows[0].spill_loads,
-            0,
-            "attn_rows_f32 spills (KV_F16 {f16})"
+            report
+                .iter()
+                .filter(|r| r.function == "attn_rows_f32")
+                .count(),
+            1,
+            "attn_rows_f32 (KV_F16 {f16}): {}",
+            c.log
         );
+        for r in report.iter().filter(|r| r.function.starts_with("attn_")) {
+            assert_eq!(
+                r.spill_stores + r.spill_loads,
+                0,
+                "{} spills (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip})",
+                r.function
+            );
+        }
     }
 }

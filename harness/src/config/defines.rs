@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 93] = [
+pub const KERNEL_DEFINES: [&str; 94] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -26,6 +26,7 @@ pub const KERNEL_DEFINES: [&str; 93] = [
     "ATTN_ROWS_KORDER",
     "ATTN_ROWS_KUNROLL",
     "ATTN_ROWS_VBATCH",
+    "ATTN_SKIP",
     "NORM_THREADS",
     "QLIN_FACTOR",
     "QLIN_M1_BLOCKS",

@@ -1,6 +1,7 @@
 //! The paged KV cache's ops on the device (kernels/attention.cu): appending K/V rows (fused with
 //! RoPE), copying blocks for copy-on-write, and attention over the cache for every query row.
 
+use super::launch::Launch;
 use super::linear_tc::RopeAppend;
 use super::ops::{check, i32_of, DevMatrix};
 use super::CudaDevice;
@@ -418,23 +419,9 @@ impl CudaDevice {
             block_dim: (split as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
-        let bs = i32_of(block_size, "block_size")?;
-        let win = i32_of(window.unwrap_or(0), "window")?;
+        let vals = AttnArgs::new((nh, nkv, hd), block_size, w, scale)?;
         let mut b = self.launcher(&f);
-        b.arg(q)
-            .arg(kc)
-            .arg(vc)
-            .arg(out)
-            .arg(&idx.pos)
-            .arg(&idx.row_tab)
-            .arg(&idx.tables)
-            .arg(&nhi)
-            .arg(&nkvi)
-            .arg(&hdi)
-            .arg(&bs)
-            .arg(&win)
-            .arg(&scale);
+        vals.push(&mut b, (q, kc, vc, &*out), idx);
         // SAFETY: signature matches; shapes checked above; block tables cover every position
         // (the backend checks before launching).
         unsafe { b.launch(cfg) }?;
@@ -489,25 +476,11 @@ impl CudaDevice {
             block_dim: (split as u32, 1, 1),
             shared_mem_bytes: smem,
         };
-        let (nhi, nkvi, hdi) = (nh as i32, nkv as i32, hd as i32);
-        let bs = i32_of(block_size, "block_size")?;
-        let win = i32_of(window, "window")?;
+        let vals = AttnArgs::new((nh, nkv, hd), block_size, window, scale)?;
         let rowsi = i32_of(rows, "rows")?;
         let mut b = self.launcher(&f);
-        b.arg(q)
-            .arg(kc)
-            .arg(vc)
-            .arg(out)
-            .arg(&idx.pos)
-            .arg(&idx.row_tab)
-            .arg(&idx.tables)
-            .arg(&nhi)
-            .arg(&nkvi)
-            .arg(&hdi)
-            .arg(&bs)
-            .arg(&win)
-            .arg(&scale)
-            .arg(&rowsi);
+        vals.push(&mut b, (q, kc, vc, &*out), idx);
+        b.arg(&rowsi);
         // SAFETY: signature matches; shapes checked by the caller; every row reads the block
         // table at row_tab[0] (checked above), which covers its positions.
         unsafe { b.launch(cfg) }?;
@@ -530,9 +503,8 @@ impl CudaDevice {
     ) -> Result<()> {
         let rows = idx.pos.len();
         let split = self.define("ATTN_SPLIT", 256);
-        let (nhi, nkvi, hdi, nzi) = (nh as i32, nkv as i32, hd as i32, nz as i32);
-        let bs = i32_of(block_size, "block_size")?;
-        let win = i32_of(window, "window")?;
+        let vals = AttnArgs::new((nh, nkv, hd), block_size, window, scale)?;
+        let nzi = i32_of(nz, "splits")?;
         let name = if wide {
             "attn_split_wide_f32"
         } else {
@@ -545,20 +517,8 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let mut b = self.launcher(&f);
-        b.arg(q)
-            .arg(kc)
-            .arg(vc)
-            .arg(&*part)
-            .arg(&idx.pos)
-            .arg(&idx.row_tab)
-            .arg(&idx.tables)
-            .arg(&nhi)
-            .arg(&nkvi)
-            .arg(&hdi)
-            .arg(&bs)
-            .arg(&win)
-            .arg(&scale)
-            .arg(&nzi);
+        vals.push(&mut b, (q, kc, vc, &*part), idx);
+        b.arg(&nzi);
         // SAFETY: signature matches; part holds rows × nh × nz × (hd + 2) floats; block tables
         // cover every position (the backend checks before launching).
         unsafe { b.launch(cfg) }?;
@@ -572,13 +532,73 @@ impl CudaDevice {
         b.arg(&*part)
             .arg(out)
             .arg(&idx.pos)
-            .arg(&nhi)
-            .arg(&hdi)
-            .arg(&win)
+            .arg(&vals.nh)
+            .arg(&vals.hd)
+            .arg(&vals.window)
             .arg(&nzi);
         // SAFETY: signature matches; part was written above for every split a row has.
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+}
+
+/// The arguments the attention entries (`attn_paged_f32`, `attn_split_f32`, `attn_rows_f32` and
+/// their `_wide` forms) share after the query, caches, output and index arrays, in their order:
+/// heads, KV heads, head_dim, block_size (tokens), window (positions; 0 = global) and the score
+/// scale, as the kernels' i32 / f32.
+struct AttnArgs {
+    nh: i32,
+    nkv: i32,
+    hd: i32,
+    bs: i32,
+    window: i32,
+    scale: f32,
+}
+
+impl AttnArgs {
+    /// Errors: a size past i32.
+    fn new(
+        (nh, nkv, hd): (usize, usize, usize),
+        block_size: usize,
+        window: usize,
+        scale: f32,
+    ) -> Result<Self> {
+        Ok(AttnArgs {
+            nh: i32_of(nh, "heads")?,
+            nkv: i32_of(nkv, "kv heads")?,
+            hd: i32_of(hd, "head_dim")?,
+            bs: i32_of(block_size, "block_size")?,
+            window: i32_of(window, "window")?,
+            scale,
+        })
+    }
+
+    /// Appends q, the two caches, the output (or partials) buffer, the index arrays (positions,
+    /// each row's table offset, the tables) and these values to `b`.
+    fn push<'a>(
+        &'a self,
+        b: &mut Launch<'a>,
+        (q, kc, vc, out): (
+            &'a CudaSlice<f32>,
+            &'a CudaSlice<f32>,
+            &'a CudaSlice<f32>,
+            &'a CudaSlice<f32>,
+        ),
+        idx: &'a KvIndex,
+    ) {
+        b.arg(q)
+            .arg(kc)
+            .arg(vc)
+            .arg(out)
+            .arg(&idx.pos)
+            .arg(&idx.row_tab)
+            .arg(&idx.tables)
+            .arg(&self.nh)
+            .arg(&self.nkv)
+            .arg(&self.hd)
+            .arg(&self.bs)
+            .arg(&self.window)
+            .arg(&self.scale);
     }
 }
 
