@@ -13,12 +13,9 @@
 #    + 255 steps at the bs=1 rate. H100 (run 114): 1,816 -> 1,309 ms. Prediction: -25 to -30%.
 # Usage: h200_run119.sh MEMRA OUT_DIR (about 8 minutes)
 set -u
-N=$1; O=$2; L=$O/log.txt
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$gpu" | tee -a "$L"
-case "$gpu" in *H200*) ;; *) echo "not an H200: stop" | tee -a "$L"; exit 1;; esac
-t0=$(date +%s)
-step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
-mk() { f=/tmp/c-$1.toml; shift; printf '[kernel_defines]\n' > $f; for kv in "$@"; do printf '%s = "%s"\n' "${kv%%=*}" "${kv#*=}" >> $f; done; }
+N=$1; O=$2
+source "$(dirname "$0")/run_lib.sh"
+run_start h200-only
 mk check ATTN_ROWS=2 QTC_Q4_K=2
 mk base
 mk rows ATTN_ROWS=64
@@ -26,19 +23,7 @@ mk r44m ATTN_ROWS=64 ATTN_ROWS_MINB=2 ATTN_ROWS_KUNROLL=1 ATTN_ROWS_VBATCH=4
 mk r24m ATTN_ROWS=64 ATTN_ROWS_Q=2 ATTN_ROWS_MINB=2 ATTN_ROWS_KUNROLL=1
 mk lanes
 mk wg QTC_Q4_K=2 QTC_Q4_UNROLL=4 QTC_Q4_UNROLL_NT=2
-ok=1
-for kv in f32 f16; do
-  step "self-check, $kv cache, ATTN_ROWS = 2, QTC_Q4_K = 2"
-  timeout 120 $N --config /tmp/c-check.toml --kv-cache-dtype $kv probe --self-check > "$O/sc-$kv.txt" 2>&1
-  grep -E "self-check: |FAIL|rror" "$O/sc-$kv.txt" | tail -4 | cut -c1-200 | tee -a "$L"
-  grep -q "self-check: PASS" "$O/sc-$kv.txt" || ok=0
-done
-for g in tiny qwen3; do
-  timeout 90 $N --config /tmp/c-check.toml gate --lane cuda --only $g --json "$O/gates.jsonl" > "$O/gates-$g.txt" 2>&1
-  echo "CUDA lane $g: $(grep -E "gates run" "$O/gates-$g.txt" | head -1)" | tee -a "$L"
-  grep -q " 0 failed" "$O/gates-$g.txt" || ok=0
-done
-[ $ok = 1 ] || { step "not green: no timing"; exit 1; }
+green check || { step "not green: no timing"; exit 1; }
 for c in base rows rows base r44m r24m; do
   step "ttft bf16 1024, $c"
   timeout 70 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:bf16 --prompt-len 1024 \

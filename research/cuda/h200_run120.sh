@@ -10,30 +10,15 @@
 # ABBA; TTFT rows with and without the skip.
 # Usage: h200_run120.sh MEMRA OUT_DIR (about 5 minutes)
 set -u
-N=$1; O=$2; L=$O/log.txt
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$gpu" | tee -a "$L"
-case "$gpu" in *H200*) ;; *) N="$N --device-defaults boards/defaults/nvidia-h200.toml"; echo "not an H200: $N" | tee -a "$L";; esac
-t0=$(date +%s)
-step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$L"; }
-mk() { f=/tmp/c-$1.toml; shift; printf '[kernel_defines]\n' > $f; for kv in "$@"; do printf '%s = "%s"\n' "${kv%%=*}" "${kv#*=}" >> $f; done; }
+N=$1; O=$2
+source "$(dirname "$0")/run_lib.sh"
+run_start any
 mk check ATTN_SKIP=1 ATTN_ROWS=2
 mk base
 mk skip ATTN_SKIP=1
 mk rows ATTN_ROWS=64
 mk rskip ATTN_ROWS=64 ATTN_SKIP=1
-ok=1
-for kv in f32 f16; do
-  step "self-check, $kv cache, ATTN_SKIP = 1, ATTN_ROWS = 2"
-  timeout 120 $N --config /tmp/c-check.toml --kv-cache-dtype $kv probe --self-check > "$O/sc-$kv.txt" 2>&1
-  grep -E "self-check: |FAIL|rror" "$O/sc-$kv.txt" | tail -4 | cut -c1-200 | tee -a "$L"
-  grep -q "self-check: PASS" "$O/sc-$kv.txt" || ok=0
-done
-for g in tiny qwen3; do
-  timeout 90 $N --config /tmp/c-check.toml gate --lane cuda --only $g --json "$O/gates.jsonl" > "$O/gates-$g.txt" 2>&1
-  echo "CUDA lane $g: $(grep -E "gates run" "$O/gates-$g.txt" | head -1)" | tee -a "$L"
-  grep -q " 0 failed" "$O/gates-$g.txt" || ok=0
-done
-[ $ok = 1 ] || { step "not green: no timing"; exit 1; }
+green check || { step "not green: no timing"; exit 1; }
 for c in base skip skip base; do
   step "decode bf16 bs=1 depth 128, $c"
   timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench decode --model synth:llama-3.1-8b:bf16 --batch 1 \
