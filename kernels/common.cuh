@@ -229,7 +229,7 @@ __device__ __forceinline__ void rope_index(int i, int half, int interleaved, int
     b = interleaved ? 2 * i + 1 : i + half;
 }
 // The rotation of pair i of a row at position p, on values: (x0, x1) = the row's elements a, b.
-// rope_pair and the split-K reduce's RoPE epilogue (attention.cu) both rotate through it.
+// rope_pair and the split-K reduce's RoPE epilogue (kv_append.cu) both rotate through it.
 __device__ __forceinline__ void rope_rotate(float& x0, float& x1, u32 p, const float* inv_freq, int i) {
     const float angle = __fmul_rn((float)p, inv_freq[i]);
     float s, c;
@@ -677,4 +677,30 @@ __device__ __forceinline__ void tcw_bar_wait(u32 bar, u32 parity) {
 }
 #else
 #define TCW_HAVE_WGMMA 0
+#endif
+
+// The paged KV cache's value type (kernels/attention.cu, kernels/kv_append.cu): f32, or f16 with
+// KV_F16 = 1 (config `kv_cache_dtype = "f16"`), each value rounded to nearest-even once when it
+// is appended and converted back exactly when it is read.
+#ifndef KV_F16
+#define KV_F16 0
+#endif
+#if KV_F16
+typedef __half kv_t;
+__device__ __forceinline__ kv_t to_kv(float x) { return __float2half_rn(x); }
+// The low (hi = 0) or high half of a word of two f16 values, as f32.
+__device__ __forceinline__ float kv_half(u32 w, int hi) {
+    return __half2float(__ushort_as_half((unsigned short)(hi ? w >> 16 : w & 0xffffu)));
+}
+// Elements p[0 .. 4) as f32 (p 8-byte aligned: head_dim is a multiple of 4). Two 4-byte loads:
+// one 8-byte load split by hand measured slower (run 31).
+__device__ __forceinline__ float4 kv_load4(const kv_t* p) {
+    const __half2* p2 = reinterpret_cast<const __half2*>(p);
+    const float2 a = __half22float2(p2[0]), b = __half22float2(p2[1]);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+#else
+typedef float kv_t;
+__device__ __forceinline__ kv_t to_kv(float x) { return x; }
+__device__ __forceinline__ float4 kv_load4(const kv_t* p) { return *reinterpret_cast<const float4*>(p); }
 #endif

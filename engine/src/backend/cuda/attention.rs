@@ -1,5 +1,6 @@
-//! The paged KV cache's ops on the device (kernels/attention.cu): appending K/V rows (fused with
-//! RoPE), copying blocks for copy-on-write, and attention over the cache for every query row.
+//! The paged KV cache's ops on the device: appending K/V rows (fused with RoPE) and copying
+//! blocks for copy-on-write (kernels/kv_append.cu), and attention over the cache for every query
+//! row (kernels/attention.cu).
 
 use super::launch::Launch;
 use super::linear_tc::RopeAppend;
@@ -93,7 +94,7 @@ impl CudaDevice {
         check(k.len() == rows * width && v.len() == k.len(), || {
             "kv_append: shapes".into()
         })?;
-        let f = self.function("attention.cu", "kv_append_f32")?;
+        let f = self.function("kv_append.cu", "kv_append_f32")?;
         let cfg = LaunchConfig {
             grid_dim: (rows as u32, (width as u32).div_ceil(256), 1),
             block_dim: (256, 1, 1),
@@ -109,7 +110,7 @@ impl CudaDevice {
 
     /// [`CudaDevice::rope`] on `q` (`[rows, nh, hd]` f32) and `k` (`[rows, nkv, hd]`), then
     /// [`CudaDevice::kv_append`] of the rotated `k` and of `v`, in one launch with the same
-    /// per-element operations (kernels/attention.cu `rope_qk_append_f32`). Errors: shapes that
+    /// per-element operations (kernels/kv_append.cu `rope_qk_append_f32`). Errors: shapes that
     /// do not add up.
     #[allow(clippy::too_many_arguments)]
     pub fn rope_qk_append(
@@ -140,7 +141,7 @@ impl CudaDevice {
                 )
             },
         )?;
-        let f = self.function("attention.cu", "rope_qk_append_f32")?;
+        let f = self.function("kv_append.cu", "rope_qk_append_f32")?;
         let cfg = LaunchConfig {
             grid_dim: (rows as u32, (nh + nkv) as u32, 1),
             block_dim: ((hd / 2) as u32, 1, 1),
@@ -172,7 +173,7 @@ impl CudaDevice {
     }
 
     /// The split-K reduce of a Q|K|V matrix with [`CudaDevice::rope_qk_append`] on top
-    /// (kernels/attention.cu `linear_tcs_reduce_rope_append`, TCS_ROPE = 1): from `part`
+    /// (kernels/kv_append.cu `linear_tcs_reduce_rope_append`, TCS_ROPE = 1): from `part`
     /// (`[slices][m][w.rows]` f32, the split-K form's slice sums) each q/k/v element is summed as
     /// `linear_tcs_reduce` sums it, then the bias; q and k are rotated as `rope_qk_append_f32`
     /// rotates them; q, k, v (`ys`: `[m, nh, hd]`, `[m, nkv, hd]`, `[m, nkv, hd]` f32) and the
@@ -203,7 +204,7 @@ impl CudaDevice {
         {
             return Ok(false);
         }
-        let f = self.function("attention.cu", "linear_tcs_reduce_rope_append")?;
+        let f = self.function("kv_append.cu", "linear_tcs_reduce_rope_append")?;
         let cfg = LaunchConfig {
             grid_dim: (m as u32, (nh + nkv) as u32, 1),
             block_dim: ((hd / 2) as u32, 1, 1),
@@ -258,7 +259,7 @@ impl CudaDevice {
         dst: u32,
         per_block: usize,
     ) -> Result<()> {
-        let f = self.function("attention.cu", "kv_copy_block_f32")?;
+        let f = self.function("kv_append.cu", "kv_copy_block_f32")?;
         let cfg = LaunchConfig::for_num_elems(per_block as u32);
         let (s, d, n) = (src as i32, dst as i32, i32_of(per_block, "per_block")?);
         let mut b = self.launcher(&f);

@@ -227,7 +227,7 @@ pub struct CudaBackend {
     block_size: usize,
     num_blocks: usize,
     /// Per layer, `[num_blocks * block_size, n_kv_heads, head_dim]` f32, or that many f16
-    /// values packed two to a float with `KV_F16 = 1` (kernels/attention.cu `kv_t`).
+    /// values packed two to a float with `KV_F16 = 1` (kernels/common.cuh `kv_t`).
     k: Vec<CudaSlice<f32>>,
     v: Vec<CudaSlice<f32>>,
     split_canary: bool,

@@ -77,6 +77,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/attention.cu"),
     },
     KernelSource {
+        name: "kv_append.cu",
+        src: include_str!("../../../../kernels/kv_append.cu"),
+    },
+    KernelSource {
         name: "act.cu",
         src: include_str!("../../../../kernels/act.cu"),
     },

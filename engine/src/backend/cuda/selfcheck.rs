@@ -684,7 +684,7 @@ pub fn render(rows: &[CheckRow]) -> String {
     s
 }
 
-/// A KV cache's contents as the device stores them (kernels/attention.cu `kv_t`): `vals` as
+/// A KV cache's contents as the device stores them (kernels/common.cuh `kv_t`): `vals` as
 /// f32, or with `KV_F16 = 1` each value rounded to f16 (nearest-even, as `__float2half_rn`; the
 /// rounded values are written back into `vals` for the CPU reference) and packed two to a word,
 /// the even element in the low half.
