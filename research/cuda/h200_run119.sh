@@ -1,6 +1,7 @@
 #!/bin/bash
-# Prepared in the thirty-second session for the next H200 (stops on any other card: the two
-# settings below go into boards/defaults/nvidia-h200.toml only on H200 figures).
+# Prepared in the thirty-second session for the next H200. The thirty-third lets it run on any card
+# (another card runs with the H200 defaults file); settings go into boards/defaults/nvidia-h200.toml
+# only on H200 figures.
 # 1. Self-check and CUDA lanes (tiny, qwen3) with ATTN_ROWS = 2 and QTC_Q4_K = 2 together; stop
 #    if red.
 # 2. ATTN_ROWS (the prefill rows attention, 4 rows x 4 heads, columns outer): BF16 TTFT of 1,024
@@ -15,7 +16,7 @@
 set -u
 N=$1; O=$2
 source "$(dirname "$0")/run_lib.sh"
-run_start h200-only
+run_start any
 mk check ATTN_ROWS=2 QTC_Q4_K=2
 mk base
 mk rows ATTN_ROWS=64
