@@ -557,7 +557,7 @@ impl ConfigArgs {
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
-            // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 or 2; the rest are sizes.
+            // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 to 4; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -619,8 +619,8 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "ATTN_HEADS_WIDE" | "ATTN_ROWS_HEADS" | "ATTN_ROWS_Q") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 8 (query heads a block, or rows) (got {v:?})")
                 }
-                Ok(n) if k == "ATTN_ROWS_MINB" && (1..=2).contains(&n) => {}
-                _ if k == "ATTN_ROWS_MINB" => anyhow::bail!("kernel_defines.ATTN_ROWS_MINB must be 1 or 2 (got {v:?})"),
+                Ok(n) if k == "ATTN_ROWS_MINB" && (1..=4).contains(&n) => {}
+                _ if k == "ATTN_ROWS_MINB" => anyhow::bail!("kernel_defines.ATTN_ROWS_MINB must be 1 to 4 blocks (got {v:?})"),
                 Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
                 _ if k == "TCK_UB" => {
                     anyhow::bail!("kernel_defines.TCK_UB must be 1 to 8 units (got {v:?})")

@@ -133,5 +133,12 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
             "ATTN_SPLIT = {split} with ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots} needs {rows_bytes} bytes of shared memory a block, past 232,448 (lower one)"
         ));
     }
+    // ATTN_ROWS_MINB blocks an SM, each with 1 KiB the driver reserves, out of 233,472 bytes.
+    let minb = get("ATTN_ROWS_MINB", 1) as u64;
+    if get("ATTN_ROWS", 0) > 0 && minb * (rows_bytes + 1024) > 233_472 {
+        return Err(format!(
+            "ATTN_ROWS_MINB = {minb} blocks of {rows_bytes} bytes of shared memory (ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots}) do not fit an SM's 233,472 (lower one)"
+        ));
+    }
     Ok(())
 }

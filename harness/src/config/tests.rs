@@ -227,7 +227,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("ATTN_VBATCH = \"17\"", "ATTN_VBATCH must be 1 to 16"),
         ("ATTN_HEADS_WIDE = \"16\"", "ATTN_HEADS_WIDE must be 1 to 8"),
         ("ATTN_ROWS_Q = \"0\"", "ATTN_ROWS_Q must be 1 to 8"),
-        ("ATTN_ROWS_MINB = \"3\"", "ATTN_ROWS_MINB must be 1 or 2"),
+        ("ATTN_ROWS_MINB = \"5\"", "ATTN_ROWS_MINB must be 1 to 4"),
         (
             "ATTN_SPLIT = \"512\"\nATTN_ROWS = \"64\"\nATTN_ROWS_Q = \"8\"",
             "ATTN_ROWS_Q x ATTN_ROWS_HEADS = 32 needs 397568 bytes",

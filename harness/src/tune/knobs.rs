@@ -203,6 +203,12 @@ mod tests {
         let wide_rows = d(&[("ATTN_SPLIT", "512"), ("ATTN_ROWS_Q", "8")]);
         assert!(!attn_fits("ATTN_ROWS", 64, &wide_rows));
         assert!(attn_fits("ATTN_ROWS", 0, &wide_rows));
+        // ATTN_ROWS_MINB blocks of it an SM: two of 4 x 4 slots at 256 positions (99,968 bytes
+        // each) fit, three do not; three of 4 x 1 do.
+        assert!(attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_ROWS_MINB", "2")])));
+        assert!(!attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_ROWS_MINB", "3")])));
+        let r41 = d(&[("ATTN_ROWS_MINB", "3"), ("ATTN_ROWS_HEADS", "1")]);
+        assert!(attn_fits("ATTN_ROWS", 64, &r41));
         assert!(attn_fits("QTC_UNROLL", 2, &d(&[("ATTN_SPLIT", "4096")])));
     }
 }
