@@ -657,19 +657,25 @@ attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
 #pragma unroll
     for (int t = 0; t < HT; ++t) ra[t] = 0.0f;
     for (int s = s0; s <= s1; ++s) {
-        float m_unused[HT], l_unused[HT], a[HT];
+        float ms[HT], ls[HT], a[HT];
         attn_split_partial<GT, QR, ATTN_ROWS_KORDER, ATTN_ROWS_KUNROLL, ATTN_ROWS_VBATCH>(
-            kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, m_unused, l_unused, a);
-        // attn_merge with the split's m, l (sh.scratch, published by the partial's last barrier)
-        // and the running ones; every thread forms the same rm, rl, which thread 0 stores once all
-        // have read the old ones.
+            kc, vc, tab, s, lo, pos, nkv, kvh, hd, bs, scale, sh, ms, ls, a);
+        // attn_merge with the split's m, l and the running ones; every thread forms the same rm,
+        // rl, which thread 0 stores once all have read the old ones. The split's m, l: with QR > 1
+        // in sh.scratch (published by the partial's last barrier), with QR = 1 in ms, ls (the
+        // partial leaves them there, as for the walking entry; run 121: QR = 1 had read the
+        // scratch, which it does not write, and failed the self-check's bits).
         float rm[HT], rl[HT];
 #pragma unroll
         for (int t = 0; t < HT; ++t) {
             const int r = t / GT;
             rm[t] = run[t][0], rl[t] = run[t][1];
-            if (s >= lo[r] / ATTN_SPLIT && s <= pos[r] / ATTN_SPLIT)
-                attn_merge(s == lo[r] / ATTN_SPLIT, sh.scratch[t][0], sh.scratch[t][1], a[t], rm[t], rl[t], ra[t]);
+            if (s >= lo[r] / ATTN_SPLIT && s <= pos[r] / ATTN_SPLIT) {
+                if constexpr (QR > 1)
+                    attn_merge(s == lo[r] / ATTN_SPLIT, sh.scratch[t][0], sh.scratch[t][1], a[t], rm[t], rl[t], ra[t]);
+                else
+                    attn_merge(s == lo[r] / ATTN_SPLIT, ms[t], ls[t], a[t], rm[t], rl[t], ra[t]);
+            }
         }
         __syncthreads();
         if (tid == 0) {
