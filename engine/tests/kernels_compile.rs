@@ -466,7 +466,7 @@ fn attention_variants_compile() {
             }
         }
     }
-    // The prefill rows entry (ATTN_ROWS > 0; 4 rows of 4 heads a block by default) with each
+    // The prefill rows entry (ATTN_ROWS > 0; 2 rows of 4 heads a block, 2 blocks an SM, by default) with each
     // cache format's own defaults: there, and no spill (ATTN_PF with a V batch of 16 and
     // ATTN_KV16W spill 40 and 72 bytes in it at NVRTC 13.0; both are off by default). Then the same
     // with the score loop's skip of groups without keys (ATTN_SKIP = 1): no attention entry spills.

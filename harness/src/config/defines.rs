@@ -126,7 +126,7 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
     }
     // attn_rows_f32 takes the same struct for ATTN_ROWS_Q × ATTN_ROWS_HEADS slots, and 8 bytes a
     // slot of running max and sum, as dynamic shared memory: up to 232,448 bytes a block on sm_90.
-    let slots = get("ATTN_ROWS_Q", 4) * get("ATTN_ROWS_HEADS", 4);
+    let slots = get("ATTN_ROWS_Q", 2) * get("ATTN_ROWS_HEADS", 4);
     let rows_bytes = bytes(slots).next_multiple_of(16) + 8 * slots as u64;
     if get("ATTN_ROWS", 0) > 0 && rows_bytes > 232_448 {
         return Err(format!(
@@ -134,7 +134,7 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
         ));
     }
     // ATTN_ROWS_MINB blocks an SM, each with 1 KiB the driver reserves, out of 233,472 bytes.
-    let minb = get("ATTN_ROWS_MINB", 1) as u64;
+    let minb = get("ATTN_ROWS_MINB", 2) as u64;
     if get("ATTN_ROWS", 0) > 0 && minb * (rows_bytes + 1024) > 233_472 {
         return Err(format!(
             "ATTN_ROWS_MINB = {minb} blocks of {rows_bytes} bytes of shared memory (ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots}) do not fit an SM's 233,472 (lower one)"

@@ -203,12 +203,22 @@ mod tests {
         let wide_rows = d(&[("ATTN_SPLIT", "512"), ("ATTN_ROWS_Q", "8")]);
         assert!(!attn_fits("ATTN_ROWS", 64, &wide_rows));
         assert!(attn_fits("ATTN_ROWS", 0, &wide_rows));
-        // ATTN_ROWS_MINB blocks of it an SM: two of 4 x 4 slots at 256 positions (99,968 bytes
-        // each) fit, three do not; three of 4 x 1 do.
-        assert!(attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_ROWS_MINB", "2")])));
-        assert!(!attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_ROWS_MINB", "3")])));
-        let r41 = d(&[("ATTN_ROWS_MINB", "3"), ("ATTN_ROWS_HEADS", "1")]);
+        // ATTN_ROWS_MINB blocks of it an SM: the defaults (2 of 2 x 4 slots) fit; two of 4 x 4
+        // slots at 256 positions (99,968 bytes each) fit, three do not; three of 4 x 1 do.
+        assert!(attn_fits("ATTN_ROWS", 64, &d(&[])));
+        let r44 = |minb: &'static str| d(&[("ATTN_ROWS_Q", "4"), ("ATTN_ROWS_MINB", minb)]);
+        assert!(attn_fits("ATTN_ROWS", 64, &r44("2")));
+        assert!(!attn_fits("ATTN_ROWS", 64, &r44("3")));
+        let r41 = d(&[
+            ("ATTN_ROWS_Q", "4"),
+            ("ATTN_ROWS_MINB", "3"),
+            ("ATTN_ROWS_HEADS", "1"),
+        ]);
         assert!(attn_fits("ATTN_ROWS", 64, &r41));
+        // With the default 2 blocks an SM, 8 x 4 slots (198,912 bytes) fit a block but not two.
+        assert!(!attn_fits("ATTN_ROWS", 64, &d(&[("ATTN_ROWS_Q", "8")])));
+        let r84 = d(&[("ATTN_ROWS_Q", "8"), ("ATTN_ROWS_MINB", "1")]);
+        assert!(attn_fits("ATTN_ROWS", 64, &r84));
         assert!(attn_fits("QTC_UNROLL", 2, &d(&[("ATTN_SPLIT", "4096")])));
     }
 }

@@ -463,7 +463,7 @@ impl CudaDevice {
                 )
         })?;
         let split = self.define("ATTN_SPLIT", 256) as usize;
-        let qr = self.define("ATTN_ROWS_Q", 4).max(1) as usize;
+        let qr = self.define("ATTN_ROWS_Q", 2).max(1) as usize;
         let gt = self.define("ATTN_ROWS_HEADS", 4).max(1) as usize;
         let smem = attn_rows_smem_bytes(split, qr * gt);
         let f = self.function("attention.cu", "attn_rows_f32")?;
@@ -649,12 +649,13 @@ mod tests {
         assert!(!share_one_table(&[0, 0], 3));
     }
 
-    /// attn_rows_f32's shared memory at the defaults (ATTN_SPLIT 256, 4 rows of 4 heads): the
-    /// kernel's `AttnShared<16>`, 1,024 bytes of slots and 6,176 a (row, head) slot, then 8 a slot
-    /// for its running max and sum.
+    /// attn_rows_f32's shared memory at ATTN_SPLIT 256 with 4 rows of 4 heads: the kernel's
+    /// `AttnShared<16>`, 1,024 bytes of slots and 6,176 a (row, head) slot, then 8 a slot for its
+    /// running max and sum; the default 2 rows of 4 heads take 8 slots.
     #[test]
     fn attn_rows_smem_is_the_kernels_struct() {
         assert_eq!(attn_rows_smem_bytes(256, 16), 99_840 + 16 * 8);
+        assert_eq!(attn_rows_smem_bytes(256, 8), 1_024 + 8 * (6_176 + 8));
         assert_eq!(attn_rows_smem_bytes(256, 1), 1_024 + 6_176 + 8);
         assert_eq!(attn_rows_smem_bytes(512, 8), 2_048 + 8 * (12_352 + 8));
         // 64 positions and 3 slots: members 256 + 3 · 1,544 = 4,888 bytes, rounded to 4,896.
