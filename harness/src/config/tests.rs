@@ -69,15 +69,11 @@ fn serve_table_then_flags() {
     );
 }
 
-/// Every define whose built-in value is 0 (a kernel's `#ifndef X` / `#define X 0`, or the
-/// engine's `define("X", 0)`) takes "0" in a config file: a device's tuned defaults may turn it
-/// on (PDL, QTC_Q8_M1 on the H200), and a user must be able to turn it back off. Found by
-/// reading the sources, so a new switch cannot be forgotten in the config's ranges.
-#[test]
-fn defines_off_by_default_accept_zero() {
+/// (path, text) of every .cu, .cuh and .rs file under these directories of the workspace.
+fn sources_under(dirs: &[&str]) -> Vec<(std::path::PathBuf, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut sources = Vec::new();
-    let mut dirs = vec![root.join("kernels"), root.join("engine/src")];
+    let mut dirs: Vec<_> = dirs.iter().map(|d| root.join(d)).collect();
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
@@ -87,10 +83,75 @@ fn defines_off_by_default_accept_zero() {
                 p.extension().and_then(|x| x.to_str()),
                 Some("cu" | "cuh" | "rs")
             ) {
-                sources.push(std::fs::read_to_string(&p).unwrap());
+                let text = std::fs::read_to_string(&p).unwrap();
+                sources.push((p, text));
             }
         }
     }
+    sources
+}
+
+/// The host mirrors a kernel's built-in define values where it sizes launches and shared memory
+/// (`define("X", N)` in the engine, `get("X", N)` in the config's fit checks): each such N must
+/// be the kernels' `#ifndef X` / `#define X N`, or a kernel and its launch disagree once one of
+/// them changes (ATTN_ROWS_Q and ATTN_ROWS_MINB are mirrored in three places).
+#[test]
+fn host_mirrors_of_kernel_defaults_agree() {
+    let mut kernel: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (_, text) in sources_under(&["kernels"]) {
+        let lines: Vec<&str> = text.lines().collect();
+        for w in lines.windows(2) {
+            let (Some(name), Some(def)) =
+                (w[0].strip_prefix("#ifndef "), w[1].strip_prefix("#define "))
+            else {
+                continue;
+            };
+            if let Some(Ok(v)) = def
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix(' '))
+                .map(str::parse::<u32>)
+            {
+                kernel.entry(name.to_string()).or_default().push(v);
+            }
+        }
+    }
+    let mut checked = 0;
+    for (path, text) in sources_under(&["engine/src", "harness/src"]) {
+        for call in ["define(\"", "get(\""] {
+            for (at, _) in text.match_indices(call) {
+                let rest = &text[at + call.len()..];
+                let Some((name, tail)) = rest.split_once("\", ") else {
+                    continue;
+                };
+                let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+                let (Some(vals), Ok(n)) = (kernel.get(name), digits.parse::<u32>()) else {
+                    continue;
+                };
+                if !tail[digits.len()..].starts_with(')') {
+                    continue;
+                }
+                assert!(
+                    vals.iter().all(|&v| v == n),
+                    "{}: {name} defaults to {n} on the host, {vals:?} in kernels/",
+                    path.display()
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} host mirrors found");
+}
+
+/// Every define whose built-in value is 0 (a kernel's `#ifndef X` / `#define X 0`, or the
+/// engine's `define("X", 0)`) takes "0" in a config file: a device's tuned defaults may turn it
+/// on (PDL, QTC_Q8_M1 on the H200), and a user must be able to turn it back off. Found by
+/// reading the sources, so a new switch cannot be forgotten in the config's ranges.
+#[test]
+fn defines_off_by_default_accept_zero() {
+    let sources: Vec<String> = sources_under(&["kernels", "engine/src"])
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
     let mut zero: Vec<&str> = Vec::new();
     for name in KERNEL_DEFINES {
         let kernel = format!("#ifndef {name}\n#define {name} 0\n");
