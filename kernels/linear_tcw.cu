@@ -43,6 +43,16 @@
 #ifndef TCW_BULK
 #define TCW_BULK 0
 #endif
+// Units a block computes between two of its barriers (1 or 2): with 2, each barrier waits for two
+// staged units and frees the two before them, and the second unit's MMAs go in while the first
+// unit's are folded, so a warpgroup's tensor pipe waits out a barrier, A fragment read and last
+// fold every other unit instead of every unit (the warpgroups meet at each barrier). ptxas
+// serializes wgmma when A registers are defined while one is in flight, so the fragments of both
+// units are read before the first MMA. Units are staged TCW_STAGES - 2 TCW_UPB ahead. The same
+// MMAs and folds in the same order: no bits change.
+#ifndef TCW_UPB
+#define TCW_UPB 1
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -333,54 +343,29 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
     for (int i = 0; i < 32; ++i) us0[i] = us1[i] = acc0[i] = acc1[i] = 0.0f;
 
+    // Units staged ahead of the group being computed (groups of TCW_UPB units between barriers).
+    constexpr int UPB = TCW_UPB, AHEAD = TCW_STAGES - UPB;
+    static_assert(UPB == 1 || UPB == 2, "TCW_UPB is 1 or 2");
+    static_assert(AHEAD >= UPB, "TCW_STAGES must be at least 2 TCW_UPB");
     if (TCW_BULK) {
         if (tid == 0)
             for (int i = 0; i < TCW_STAGES; ++i) tcw_bar_init(bar0 + 8 * i);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         __syncthreads();
         if (warp == 0)
-            for (int i = 0; i < TCW_STAGES - 1 && i < nu; ++i) bulk_load(i, i);
+            for (int i = 0; i < AHEAD && i < nu; ++i) bulk_load(i, i);
     } else {
 #pragma unroll
-        for (int i = 0; i < TCW_STAGES - 1; ++i) {
+        for (int i = 0; i < AHEAD; ++i) {
             load(i, i);
             asm volatile("cp.async.commit_group;\n" ::);
         }
     }
     int sl = 0, u_end = min(nu, per);
-    // Per unit: both halves' MMAs go in, half 0's sum is folded while half 1's run, then half 1's.
-    // No register a pending MMA reads or writes is touched between a fence and the next wait
-    // (else ptxas serializes the MMAs); the overlap across units comes from the block's other
-    // warpgroups.
-    for (int u = 0; u < nu; ++u) {
-        // Unit u staged and visible to the async proxy; every warpgroup past unit u - 1, so its
-        // buffer takes unit u + TCW_STAGES - 1 (only real units; an empty group keeps the count
-        // of committed groups one a unit).
-        if (TCW_BULK) {
-            // Every warpgroup past unit u - 1 (its buffer takes unit u + TCW_STAGES - 1), then
-            // unit u's copies complete: the buffer's mbarrier in phase (u / TCW_STAGES) % 2.
-            __syncthreads();
-            if (warp == 0 && u + TCW_STAGES - 1 < nu)
-                bulk_load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
-            tcw_bar_wait(bar0 + 8 * (u % TCW_STAGES), (u / TCW_STAGES) & 1);
-        } else {
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(TCW_STAGES - 2));
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncthreads();
-            if (u + TCW_STAGES - 1 < nu) load(u + TCW_STAGES - 1, (u + TCW_STAGES - 1) % TCW_STAGES);
-            asm volatile("cp.async.commit_group;\n" ::);
-        }
-        u32 a[2][4];
-        float d[2], ml[2] = {0.0f, 0.0f};
-        read_a(u, a, d, ml);
-        issue(u, 0, a, us0);
-        issue(u, 1, a, us1);
-        tcw_wait<1>(us0);
-        fold(u, 0, acc0, us0, d, ml);
-        tcw_wait<0>(us1);
-        fold(u, 1, acc1, us1, d, ml);
+    // After unit u's folds: at a slice's end its sum into the total (the first as is), in slice
+    // order.
+    auto slice_end = [&](int u) {
         if (u + 1 == u_end) {
-            // The slice's sum into the total (the first as is), in slice order.
 #pragma unroll
             for (int i = 0; i < 32; ++i) {
                 float* t0 = tot_s + i * NTH + tid;
@@ -391,6 +376,65 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             }
             ++sl;
             u_end = min(nu, u_end + per);
+        }
+    };
+    // Per group of units u .. u + UPB - 1: both halves' MMAs of a unit go in, half 0's sum is
+    // folded while half 1's run, the next unit's half 0 goes in, then half 1's sum is folded and the
+    // next unit's half 1 goes in. No register a pending MMA reads or writes is touched, and no A
+    // register defined, between a fence and the next wait (else ptxas serializes the MMAs); the
+    // overlap across groups comes from the block's other warpgroups.
+    for (int u = 0; u < nu; u += UPB) {
+        // Units u .. u + UPB - 1 staged and visible to the async proxy; every warpgroup past the
+        // group before, whose buffers take units u + AHEAD .. (only real units; an empty group
+        // keeps the count of committed groups one a unit).
+#pragma unroll
+        for (int j = 0; j < UPB; ++j) {
+            const int v = u + AHEAD + j;
+            if (TCW_BULK) {
+                if (j == 0) __syncthreads();
+                if (warp == 0 && v < nu) bulk_load(v, v % TCW_STAGES);
+            } else {
+                if (j == 0) {
+                    asm volatile("cp.async.wait_group %0;\n" ::"n"(AHEAD - UPB));
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    __syncthreads();
+                }
+                if (v < nu) load(v, v % TCW_STAGES);
+                asm volatile("cp.async.commit_group;\n" ::);
+            }
+        }
+        // Bulk copies: unit u + j's copies complete, its buffer's mbarrier in phase
+        // ((u + j) / TCW_STAGES) % 2.
+        if (TCW_BULK)
+#pragma unroll
+            for (int j = 0; j < UPB; ++j)
+                if (u + j < nu) tcw_bar_wait(bar0 + 8 * ((u + j) % TCW_STAGES), ((u + j) / TCW_STAGES) & 1);
+        // A group past the last unit (odd unit counts) computes its phantom unit's MMAs on whatever
+        // its buffer holds and folds nothing of them: the MMA sequence stays the same on every path
+        // (ptxas serializes wgmma whose pending groups it cannot count).
+        u32 a[UPB][2][4];
+        float d[UPB][2], ml[UPB][2];
+#pragma unroll
+        for (int j = 0; j < UPB; ++j) {
+            ml[j][0] = ml[j][1] = 0.0f;
+            read_a(u + j, a[j], d[j], ml[j]);
+        }
+        issue(u, 0, a[0], us0);
+        issue(u, 1, a[0], us1);
+#pragma unroll
+        for (int j = 0; j < UPB; ++j) {
+            const bool real = u + j < nu;
+            tcw_wait<1>(us0);
+            if (real) fold(u + j, 0, acc0, us0, d[j], ml[j]);
+            if (j + 1 < UPB) {
+                issue(u + j + 1, 0, a[j + 1 < UPB ? j + 1 : j], us0);
+                tcw_wait<1>(us1);
+            } else {
+                tcw_wait<0>(us1);
+            }
+            if (real) fold(u + j, 1, acc1, us1, d[j], ml[j]);
+            if (j + 1 < UPB) issue(u + j + 1, 1, a[j + 1 < UPB ? j + 1 : j], us1);
+            if (real) slice_end(u + j);
         }
     }
     if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);

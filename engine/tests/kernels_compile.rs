@@ -174,13 +174,13 @@ fn compile_errors_name_the_file_and_the_cache_round_trips() {
 
 /// The linear kernels' opt-in switches change which code is compiled: each set still compiles
 /// for sm_90a, and the entries they touch do not spill (QLIN_INT's integer digits, the L2 prefetch, QLIN_MT, the
-/// tensor-core kernels' double buffering and two-part x split).
+/// tensor-core kernels' double buffering and two-part x split); ptxas serializes no wgmma.
 #[test]
 fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 36] = [
+    let sets: [&[(&str, &str)]; 38] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -273,8 +273,21 @@ fn linear_switches_compile() {
             ("TCG2_STAGES", "3"),
         ],
         &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "1"), ("TCG2_STAGES", "3")],
-        // The wgmma form (kernels/linear_tcw.cu) with 2 and 3 warpgroups a block.
+        // The wgmma form (kernels/linear_tcw.cu) with 2 and 3 warpgroups a block, and with two
+        // units between barriers (TCW_UPB) on cp.async and on bulk copies.
         &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2")],
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("TCW_UPB", "2"),
+            ("TCW_STAGES", "6"),
+        ],
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_Q4_K", "2"),
+            ("TCW_UPB", "2"),
+            ("TCW_BULK", "1"),
+        ],
         &[
             ("QTC_GEMM", "3"),
             ("QTC_XSPLIT", "2"),
@@ -374,6 +387,17 @@ fn linear_switches_compile() {
                 .unwrap_or_else(|e| panic!("{name} with {set:?}: {e}"));
             let report = parse_ptxas_report(&c.log);
             assert!(!report.is_empty(), "{name}: no ptxas report");
+            // ptxas makes every wgmma wait for the one before when it cannot prove the pending
+            // MMAs' registers untouched (its C7513-C7515 notes): the pipelined forms' speed.
+            assert!(
+                !c.log.contains("are serialized"),
+                "{name} with {set:?}: ptxas serialized wgmma:\n{}",
+                c.log
+                    .lines()
+                    .filter(|l| l.contains("serialized"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
             // The repacked and tensor-core entries are what the switches touch (linear_q6_k spills
             // 4 bytes with the defaults too).
             let touched = |f: &str| {

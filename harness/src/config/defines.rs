@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 94] = [
+pub const KERNEL_DEFINES: [&str; 95] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -84,6 +84,7 @@ pub const KERNEL_DEFINES: [&str; 94] = [
     "TCW_WG",
     "TCW_STAGES",
     "TCW_BULK",
+    "TCW_UPB",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
