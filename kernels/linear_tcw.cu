@@ -43,13 +43,13 @@
 #ifndef TCW_BULK
 #define TCW_BULK 0
 #endif
-// Units a block computes between two of its barriers (1 or 2): with 2, each barrier waits for two
-// staged units and frees the two before them, and the second unit's MMAs go in while the first
-// unit's are folded, so a warpgroup's tensor pipe waits out a barrier, A fragment read and last
-// fold every other unit instead of every unit (the warpgroups meet at each barrier). ptxas
-// serializes wgmma when A registers are defined while one is in flight, so the fragments of both
-// units are read before the first MMA. Units are staged TCW_STAGES - 2 TCW_UPB ahead. The same
-// MMAs and folds in the same order: no bits change.
+// Units a block computes between two of its barriers (1 to 4): with more than 1, each barrier
+// waits for TCW_UPB staged units and frees the TCW_UPB before them, and each unit's MMAs go in
+// while the one before it is folded, so a warpgroup's tensor pipe waits out a barrier, A fragment
+// read and last fold once every TCW_UPB units instead of every unit (the warpgroups meet at each
+// barrier). ptxas serializes wgmma when A registers are defined while one is in flight, so the
+// fragments of a group's units are read before its first MMA. Units are staged TCW_STAGES -
+// TCW_UPB ahead of a group. The same MMAs and folds in the same order: no bits change.
 #ifndef TCW_UPB
 #define TCW_UPB 1
 #endif
@@ -345,7 +345,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 
     // Units staged ahead of the group being computed (groups of TCW_UPB units between barriers).
     constexpr int UPB = TCW_UPB, AHEAD = TCW_STAGES - UPB;
-    static_assert(UPB == 1 || UPB == 2, "TCW_UPB is 1 or 2");
+    static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB is 1 to 4");
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least 2 TCW_UPB");
     if (TCW_BULK) {
         if (tid == 0)
@@ -409,9 +409,10 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
             for (int j = 0; j < UPB; ++j)
                 if (u + j < nu) tcw_bar_wait(bar0 + 8 * ((u + j) % TCW_STAGES), ((u + j) / TCW_STAGES) & 1);
-        // A group past the last unit (odd unit counts) computes its phantom unit's MMAs on whatever
-        // its buffer holds and folds nothing of them: the MMA sequence stays the same on every path
-        // (ptxas serializes wgmma whose pending groups it cannot count).
+        // A group past the last unit (unit counts not a multiple of TCW_UPB) computes its phantom
+        // units' MMAs on whatever their buffers hold and folds nothing of them: the MMA sequence
+        // stays the same on every path (ptxas serializes wgmma whose pending groups it cannot
+        // count).
         u32 a[UPB][2][4];
         float d[UPB][2], ml[UPB][2];
 #pragma unroll

@@ -274,7 +274,7 @@ fn linear_switches_compile() {
         ],
         &[("QTC_GEMM", "2"), ("QTC_XSPLIT", "1"), ("TCG2_STAGES", "3")],
         // The wgmma form (kernels/linear_tcw.cu) with 2 and 3 warpgroups a block, and with two
-        // units between barriers (TCW_UPB) on cp.async and on bulk copies.
+        // and three units between barriers (TCW_UPB) on cp.async and on bulk copies.
         &[("QTC_GEMM", "3"), ("QTC_XSPLIT", "2")],
         &[
             ("QTC_GEMM", "3"),
@@ -285,7 +285,8 @@ fn linear_switches_compile() {
         &[
             ("QTC_GEMM", "3"),
             ("QTC_Q4_K", "2"),
-            ("TCW_UPB", "2"),
+            ("TCW_UPB", "3"),
+            ("TCW_STAGES", "6"),
             ("TCW_BULK", "1"),
         ],
         &[

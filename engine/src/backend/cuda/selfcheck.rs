@@ -331,8 +331,8 @@ fn check_linear(dev: &CudaDevice, rng: &mut Rng) -> Result<Vec<CheckRow>> {
     // Beyond the common shapes: K past one 1,024-element chunk and not a multiple of it (Q4_K),
     // and a K whose one-token staging (12 chunks, 50 KiB) needs the shared-memory opt-in; Q4_K at
     // an 8B down projection's K (14 chunks) and at K = 256 (one super-block); odd counts of
-    // 32-element units (17, 33), which end the wgmma GEMM's last two-unit group (TCW_UPB = 2)
-    // on a unit past K.
+    // 32-element units (17, 33), which end the wgmma GEMM's last group of TCW_UPB = 2 (or 4)
+    // units past K (of 3 units: 33 is a multiple, 17 is not).
     let mut cases = vec![
         (DType::BF16, 576usize, 70usize),
         (DType::BF16, 544, 40),
