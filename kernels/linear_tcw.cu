@@ -53,6 +53,12 @@
 #ifndef TCW_UPB
 #define TCW_UPB 1
 #endif
+// The same for the Q8_0 and Q4_K entries, whose A fragments and folds take more instructions a
+// unit (run 123, H100, M = 1,024: Q8_0 -10 to -12% at 2-3 units, BF16 +0 to +11% slower: the BF16
+// form is bound by its 24 KiB a unit and block from L2, not by the waits).
+#ifndef TCW_UPB_Q
+#define TCW_UPB_Q TCW_UPB
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -344,9 +350,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     for (int i = 0; i < 32; ++i) us0[i] = us1[i] = acc0[i] = acc1[i] = 0.0f;
 
     // Units staged ahead of the group being computed (groups of TCW_UPB units between barriers).
-    constexpr int UPB = TCW_UPB, AHEAD = TCW_STAGES - UPB;
-    static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB is 1 to 4");
-    static_assert(AHEAD >= UPB, "TCW_STAGES must be at least 2 TCW_UPB");
+    constexpr int UPB = F == TC_BF16 ? TCW_UPB : TCW_UPB_Q, AHEAD = TCW_STAGES - UPB;
+    static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB and TCW_UPB_Q are 1 to 4");
+    static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
     if (TCW_BULK) {
         if (tid == 0)
             for (int i = 0; i < TCW_STAGES; ++i) tcw_bar_init(bar0 + 8 * i);

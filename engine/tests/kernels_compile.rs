@@ -280,6 +280,7 @@ fn linear_switches_compile() {
             ("QTC_GEMM", "3"),
             ("QTC_XSPLIT", "2"),
             ("TCW_UPB", "2"),
+            ("TCW_UPB_Q", "3"),
             ("TCW_STAGES", "6"),
         ],
         &[

@@ -555,7 +555,7 @@ impl ConfigArgs {
             // TCW_BULK, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_SKIP, ATTN_KV16W, ATTN_V16W, ATTN_PF,
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_UPB 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
+            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_UPB and TCW_UPB_Q 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
             // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 to 4; the rest are sizes.
             let switch = matches!(
@@ -621,9 +621,9 @@ impl ConfigArgs {
                 }
                 Ok(n) if k == "ATTN_ROWS_MINB" && (1..=4).contains(&n) => {}
                 _ if k == "ATTN_ROWS_MINB" => anyhow::bail!("kernel_defines.ATTN_ROWS_MINB must be 1 to 4 blocks (got {v:?})"),
-                Ok(n) if k == "TCW_UPB" && (1..=4).contains(&n) => {}
-                _ if k == "TCW_UPB" => anyhow::bail!(
-                    "kernel_defines.TCW_UPB must be 1 to 4 units between the wgmma GEMM's barriers (got {v:?})"
+                Ok(n) if matches!(k.as_str(), "TCW_UPB" | "TCW_UPB_Q") && (1..=4).contains(&n) => {}
+                _ if matches!(k.as_str(), "TCW_UPB" | "TCW_UPB_Q") => anyhow::bail!(
+                    "kernel_defines.{k} must be 1 to 4 units between the wgmma GEMM's barriers (got {v:?})"
                 ),
                 Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
                 _ if k == "TCK_UB" => {
@@ -685,15 +685,18 @@ impl ConfigArgs {
         // The wgmma GEMM waits for TCW_UPB units at a barrier while the ones after them load
         // (kernels/linear_tcw.cu asserts it); a group's fragments do not fit the 168-register
         // cap of 3 warpgroups (Q4_K spills 96 bytes at 2 units, NVRTC 13.0).
-        if tck("TCW_STAGES", 4) < 2 * tck("TCW_UPB", 1) {
-            anyhow::bail!(
-                "kernel_defines.TCW_STAGES ({}) must be at least twice TCW_UPB ({})",
-                tck("TCW_STAGES", 4),
-                tck("TCW_UPB", 1)
-            );
-        }
-        if tck("TCW_UPB", 1) > 1 && tck("TCW_WG", 2) == 3 {
-            anyhow::bail!("kernel_defines.TCW_UPB above 1 needs TCW_WG at most 2 (3 warpgroups spill its registers)");
+        // TCW_UPB_Q (the Q8_0 and Q4_K entries') defaults to TCW_UPB.
+        let upb = tck("TCW_UPB", 1);
+        for (k, n) in [("TCW_UPB", upb), ("TCW_UPB_Q", tck("TCW_UPB_Q", upb))] {
+            if tck("TCW_STAGES", 4) < 2 * n {
+                anyhow::bail!(
+                    "kernel_defines.TCW_STAGES ({}) must be at least twice {k} ({n})",
+                    tck("TCW_STAGES", 4)
+                );
+            }
+            if n > 1 && tck("TCW_WG", 2) == 3 {
+                anyhow::bail!("kernel_defines.{k} above 1 needs TCW_WG at most 2 (3 warpgroups spill its registers)");
+            }
         }
         if let Err(e) = attn_shared_fits(tck) {
             anyhow::bail!("kernel_defines: {e}");

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 95] = [
+pub const KERNEL_DEFINES: [&str; 96] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -85,6 +85,7 @@ pub const KERNEL_DEFINES: [&str; 95] = [
     "TCW_STAGES",
     "TCW_BULK",
     "TCW_UPB",
+    "TCW_UPB_Q",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",

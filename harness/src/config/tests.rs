@@ -180,8 +180,8 @@ fn defines_off_by_default_accept_zero() {
 }
 
 /// Each kernel define kind takes its own range: switches 0/1, QTC_Q8_M1 0 or 2, QTC_XSPLIT 1..=3, QTC_GEMM 0..=3,
-/// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_UPB 1..=4
-/// (TCW_STAGES at least twice it, TCW_WG at most 2 above 1), TCW_WG and TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
+/// QTC_SK 0..=3, TCG2_STAGES and TCW_STAGES 2..=8, TCK_STAGES 2..=16, TCK_UB 1..=8, TCW_UPB and
+/// TCW_UPB_Q 1..=4 (TCW_STAGES at least twice each, TCW_WG at most 2 above 1), TCW_WG and TCK_WG 1..=3, ATTN_VBATCH 1..=16, QLIN_M1_PREFETCH, TCK_MIN_MB and QTC_GEMM_MIN_BIG from 0, sizes from 1, and the wgmma split-K form's
 /// combinations (TCK_STAGES above TCK_UB, twice it with TCK_BULK, TCK_UB at most 4 with
 /// TCK_LDG, not TCK_LDG and TCK_BULK both); anything else names the define.
 #[test]
@@ -249,6 +249,9 @@ fn kernel_define_values_are_checked_by_kind() {
         assert_eq!(c.kernel_defines.len(), 1, "{ok}");
     }
     let c = resolve("TCW_UPB = \"2\"\nTCW_STAGES = \"6\"").expect("two units, six stages");
+    resolve("TCW_UPB_Q = \"3\"\nTCW_STAGES = \"6\"\nTCW_UPB = \"1\"")
+        .expect("three quantized units");
+    resolve("TCW_UPB_Q = \"1\"\nTCW_WG = \"3\"").expect("one unit, three warpgroups");
     assert_eq!(
         c.kernel_defines.get("TCW_STAGES").map(String::as_str),
         Some("6")
@@ -304,6 +307,23 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCW_STAGES = \"1\"", "TCW_STAGES must be 2 to 8"),
         ("TCW_UPB = \"5\"", "TCW_UPB must be 1 to 4"),
         ("TCW_UPB = \"0\"", "TCW_UPB must be 1 to 4"),
+        ("TCW_UPB_Q = \"5\"", "TCW_UPB_Q must be 1 to 4"),
+        (
+            "TCW_UPB_Q = \"3\"",
+            "TCW_STAGES (4) must be at least twice TCW_UPB_Q (3)",
+        ),
+        (
+            "TCW_UPB = \"3\"\nTCW_UPB_Q = \"1\"",
+            "TCW_STAGES (4) must be at least twice TCW_UPB (3)",
+        ),
+        (
+            "TCW_UPB = \"3\"\nTCW_UPB_Q = \"1\"\nTCW_STAGES = \"6\"\nTCW_WG = \"3\"",
+            "TCW_UPB above 1 needs TCW_WG at most 2",
+        ),
+        (
+            "TCW_UPB_Q = \"2\"\nTCW_WG = \"3\"",
+            "TCW_UPB_Q above 1 needs TCW_WG at most 2",
+        ),
         (
             "TCW_UPB = \"3\"\nTCW_STAGES = \"5\"",
             "TCW_STAGES (5) must be at least twice TCW_UPB (3)",
