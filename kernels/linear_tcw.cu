@@ -59,6 +59,19 @@
 #ifndef TCW_UPB_Q
 #define TCW_UPB_Q TCW_UPB
 #endif
+// 1: clusters of 2 blocks along the rows (the host launches with cluster dimension (1, 2, 1) and
+// an even grid y) share each unit of x: block rank r of a cluster copies token blocks 8r .. 8r + 7
+// of the unit by bulk copies multicast into both blocks' shared memory, completing bytes on each
+// block's "full" mbarrier of the stage; each block still copies its own weights by cp.async. A
+// stage is refilled only after both blocks have read it: each block's thread 0 arrives on both
+// blocks' count-2 "empty" mbarrier of a stage once past its barrier after the unit, and the
+// copying thread waits on its own. L2 to shared memory traffic a unit and block: BF16 24 -> 16
+// KiB, Q8_0 20.3 -> 12.3 (run 123: the form is bound by it). Needs TCW_BULK = 0, TCW_UPB and
+// TCW_UPB_Q 1, TCW_STAGES 3 or more (units are staged TCW_STAGES - 2 ahead: a stage is refilled
+// one unit after both blocks freed it). Copies only: no bits change.
+#ifndef TCW_CLUSTER
+#define TCW_CLUSTER 0
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -121,6 +134,35 @@ extern "C" __global__ void __launch_bounds__(256) tcw_xsum(const float* x, float
 }
 
 #if TCW_HAVE_WGMMA
+// TCW_CLUSTER: `bytes` from global `src` to shared offset `dst` of every block of the cluster,
+// completing on the mbarrier at offset `bar` in each.
+__device__ __forceinline__ void tcw_bulk_mc(u32 dst, const void* src, u32 bytes, u32 bar) {
+    const unsigned short both = 3;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+        "%4;\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "h"(both)
+        : "memory");
+}
+// One arrival on the mbarrier at shared offset `bar` of block `rank` of the cluster.
+__device__ __forceinline__ void tcw_arrive_cluster(u32 bar, u32 rank) {
+    u32 remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// Waits for the phase of parity `parity` of an mbarrier that other blocks of the cluster arrive on.
+__device__ __forceinline__ void tcw_bar_wait_cluster(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "TCW_WAITC:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TCW_WAITC;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void tcw_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // Pins d's registers at this point (CUTLASS's warpgroup_fence_operand): the compiler may not
 // move their definitions (the zeros before the first MMA) in between a fence and its MMAs.
 __device__ __forceinline__ void tcw_pin(float (&d)[32]) {
@@ -244,7 +286,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         const bool in = u < nu;
 #pragma unroll
         for (int i = 0; i < XI; ++i)
-            if (tid + i * NTH < XC) tcg_cp16(base + xdst[i], xsrc[i] + u * (P * 32), xok[i] && in);
+            if (!TCW_CLUSTER && tid + i * NTH < XC) tcg_cp16(base + xdst[i], xsrc[i] + u * (P * 32), xok[i] && in);
 #pragma unroll
         for (int i = 0; i < WI; ++i)
             if (tid + i * NTH < WC) tcg_cp16(base + wdst[i], wsrc[i] + u * WB, wok[i] && in);
@@ -260,6 +302,21 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     u32* bars = reinterpret_cast<u32*>(tcw_smem + TCW_STAGES * STAGE + 64 * NTH * 4);
     const u32 bar0 = (u32)__cvta_generic_to_shared(bars);
     const int nxb = min(TCW_N / 8, ntb - tb0), nwt = min(MT, tiles - tile0);
+    // TCW_CLUSTER (by thread 0): x of unit v into stage b of both blocks, this block's half of its
+    // token blocks, once both blocks have read the stage's unit before (v - TCW_STAGES: the
+    // "empty" barrier's phase v / TCW_STAGES - 1); this block's "full" barrier expects the whole
+    // unit, from both blocks' copies. Token blocks past the slab are not copied (as TCW_BULK).
+    // "full" barriers at bar0 + 8 b, "empty" ones at bar0 + 8 (TCW_STAGES + b).
+    u32 rank = 0;
+    if (TCW_CLUSTER) asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const u32 empty0 = bar0 + 8 * TCW_STAGES;
+    auto x_multicast = [&](int v, int b) {
+        if (v >= TCW_STAGES) tcw_bar_wait_cluster(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
+        tcw_bar_expect(bar0 + 8 * b, nxb * (P * 512));
+        const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + b * STAGE);
+        for (int i = 8 * (int)rank; i < min(8 * (int)rank + 8, nxb); ++i)
+            tcw_bulk_mc(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + v) * P * 32, P * 512, bar0 + 8 * b);
+    };
     auto bulk_load = [&](int u, int buf) {
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
         const u32 bar = bar0 + 8 * buf;
@@ -350,10 +407,27 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     for (int i = 0; i < 32; ++i) us0[i] = us1[i] = acc0[i] = acc1[i] = 0.0f;
 
     // Units staged ahead of the group being computed (groups of TCW_UPB units between barriers).
-    constexpr int UPB = F == TC_BF16 ? TCW_UPB : TCW_UPB_Q, AHEAD = TCW_STAGES - UPB;
+    constexpr int UPB = F == TC_BF16 ? TCW_UPB : TCW_UPB_Q, AHEAD = TCW_STAGES - UPB - TCW_CLUSTER;
     static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB and TCW_UPB_Q are 1 to 4");
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
-    if (TCW_BULK) {
+    static_assert(!TCW_CLUSTER || (!TCW_BULK && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 and one unit a group");
+    if (TCW_CLUSTER) {
+        if (tid == 0) {
+            for (int i = 0; i < TCW_STAGES; ++i) {
+                tcw_bar_init(bar0 + 8 * i);
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;\n" ::"r"(empty0 + 8 * i) : "memory");
+            }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        // Both blocks' barriers are made before either copies into or arrives on them.
+        tcw_cluster_sync();
+#pragma unroll
+        for (int i = 0; i < AHEAD; ++i) {
+            load(i, i);
+            if (tid == 0 && i < nu) x_multicast(i, i);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+    } else if (TCW_BULK) {
         if (tid == 0)
             for (int i = 0; i < TCW_STAGES; ++i) tcw_bar_init(bar0 + 8 * i);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -404,14 +478,22 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
                     asm volatile("cp.async.wait_group %0;\n" ::"n"(AHEAD - UPB));
                     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                     __syncthreads();
+                    // TCW_CLUSTER: this block is past unit u - 1; both blocks may refill its stage.
+                    if (TCW_CLUSTER && tid == 0 && u > 0) {
+                        tcw_arrive_cluster(empty0 + 8 * ((u - 1) % TCW_STAGES), 0);
+                        tcw_arrive_cluster(empty0 + 8 * ((u - 1) % TCW_STAGES), 1);
+                    }
                 }
-                if (v < nu) load(v, v % TCW_STAGES);
+                if (v < nu) {
+                    load(v, v % TCW_STAGES);
+                    if (TCW_CLUSTER && tid == 0) x_multicast(v, v % TCW_STAGES);
+                }
                 asm volatile("cp.async.commit_group;\n" ::);
             }
         }
         // Bulk copies: unit u + j's copies complete, its buffer's mbarrier in phase
-        // ((u + j) / TCW_STAGES) % 2.
-        if (TCW_BULK)
+        // ((u + j) / TCW_STAGES) % 2 (TCW_CLUSTER: the x copies of both blocks).
+        if (TCW_BULK || TCW_CLUSTER)
 #pragma unroll
             for (int j = 0; j < UPB; ++j)
                 if (u + j < nu) tcw_bar_wait(bar0 + 8 * ((u + j) % TCW_STAGES), ((u + j) / TCW_STAGES) & 1);
@@ -461,6 +543,8 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             store_out(y, m_base + m, row, v);
         }
     }
+    // TCW_CLUSTER: no block leaves while the other may still arrive on its barriers.
+    if (TCW_CLUSTER) tcw_cluster_sync();
 #else
     // Built for an architecture without wgmma: the host never launches this (QTC_GEMM = 3 needs
     // sm_90a), so reaching it is a bug; trap rather than leave y unwritten.

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 38] = [
+    let sets: [&[(&str, &str)]; 39] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -282,6 +282,13 @@ fn linear_switches_compile() {
             ("TCW_UPB", "2"),
             ("TCW_UPB_Q", "3"),
             ("TCW_STAGES", "6"),
+        ],
+        // Clusters of 2 sharing x by multicast bulk copies (TCW_CLUSTER), 3 parts and Q4_K.
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_Q4_K", "2"),
+            ("TCW_CLUSTER", "1"),
+            ("TCW_STAGES", "5"),
         ],
         &[
             ("QTC_GEMM", "3"),

@@ -1,13 +1,18 @@
 #!/bin/bash
-# Thirty-fourth session, after run 123 (H100): TCW_UPB made Q8_0's wgmma GEMM 10-12% faster at
-# M = 1,024 and BF16's up to 11% slower (BF16 is bound by the 24 KiB a unit a block reads from
-# L2: about 1,040 cycles at ~24 bytes a cycle an SM against 1,256 measured; Q8_0 reads 20.3 KiB
-# and spends more instructions a unit on its fragments and folds). TCW_UPB_Q sets the units for
-# the Q8_0 and Q4_K entries alone. Green check (self-check f32 + f16, lanes) with TCW_UPB_Q = 3,
-# TCW_STAGES = 6 and QTC_Q4_K = 2; kernel table Q8_0 and Q4_K at M = 128, 1,024; then Q8_0 TTFT
-# of 1,024 tokens ABBA shipped / TCW_UPB_Q = 3, and Q4_K (QTC_Q4_K = 2, rows entry) with and
-# without it. Prediction: Q8_0 TTFT -6 to -9% (its GEMM is about 60% of it); Q4_K -8 to -12%.
-# Any card (H200 defaults file elsewhere). Usage: h200_run124.sh MEMRA OUT_DIR (about 5 minutes)
+# Thirty-fourth session, after run 123 (H100). Run 123: TCW_UPB made Q8_0's wgmma GEMM 10-12%
+# faster at M = 1,024 and BF16's up to 11% slower. The BF16 form is bound by the 24 KiB a unit
+# and block it reads from L2 (about 1,040 cycles at ~24 bytes a cycle an SM, against 1,256
+# measured). Q8_0 reads 20.3 KiB and spends more instructions a unit on its fragments and folds.
+# Three parts, any card (the H200 defaults file elsewhere):
+# 1. research/cuda/probe_multicast.cu (nvcc): multicast bulk copies and remote mbarrier arrivals
+#    in clusters of 2. The TCW_CLUSTER parts run only if it passes.
+# 2. Green checks: TCW_UPB_Q = 3 with TCW_STAGES = 6 and QTC_Q4_K = 2 (self-check f32 + f16,
+#    lanes), and TCW_CLUSTER = 1 with TCW_STAGES = 5 (the same).
+# 3. Kernel table BF16, Q8_0, Q4_K at M = 1,024; BF16 TTFT ABBA rows / rows + TCW_CLUSTER; Q8_0
+#    TTFT ABBA shipped / TCW_UPB_Q = 3.
+# Predictions: TCW_CLUSTER BF16 GEMM -20 to -30% (x 16 -> 8 KiB a unit and block), TTFT
+# 109 -> 88-95 ms on an H100; Q8_0 TTFT -6 to -9% with TCW_UPB_Q = 3.
+# Usage: h200_run124.sh MEMRA OUT_DIR (about 8 minutes)
 set -u
 N=$1; O=$2
 source "$(dirname "$0")/run_lib.sh"
@@ -15,24 +20,37 @@ run_start any
 mk base
 mk uq3 TCW_UPB_Q=3 TCW_STAGES=6
 mk uq3c TCW_UPB_Q=3 TCW_STAGES=6 QTC_Q4_K=2 QTC_Q4_UNROLL=4 QTC_Q4_UNROLL_NT=2
-mk wgr QTC_Q4_K=2 QTC_Q4_UNROLL=4 QTC_Q4_UNROLL_NT=2 ATTN_ROWS=64
-mk wgru QTC_Q4_K=2 QTC_Q4_UNROLL=4 QTC_Q4_UNROLL_NT=2 ATTN_ROWS=64 TCW_UPB_Q=3 TCW_STAGES=6
+mk c5 TCW_CLUSTER=1 TCW_STAGES=5
+mk rows ATTN_ROWS=64
+mk rowsc ATTN_ROWS=64 TCW_CLUSTER=1 TCW_STAGES=5
+step "probe_multicast"
+cl=0
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if $NVCC -O2 -arch=sm_90a -o /tmp/pmc "$(dirname "$0")/probe_multicast.cu" > "$O/pmc.txt" 2>&1 && timeout 30 /tmp/pmc >> "$O/pmc.txt" 2>&1; then cl=1; fi
+tail -2 "$O/pmc.txt" | tee -a "$L"
+if [ $cl = 1 ]; then
+  green c5 || { step "TCW_CLUSTER not green: its timings are left out"; cl=0; }
+  mkdir -p "$O/c5"; mv "$O"/sc-f32.txt "$O"/sc-f16.txt "$O"/gates* "$O/c5/" 2>/dev/null
+fi
 green uq3c || { step "TCW_UPB_Q = 3 not green: no timing"; exit 1; }
-step "kernel table, M = 128 and 1,024"
-Q=QTC_Q4_K=2
-timeout 120 $N probe --bench-kernels --kernel-tokens 128,1024 --kernel-dtypes q8_0,q4_k --kernel-shapes q/o,qkv,gate+up,down \
-  --variants "$Q,TCW_UPB_Q=1;$Q,TCW_UPB_Q=2;$Q,TCW_UPB_Q=2,TCW_STAGES=6;$Q,TCW_UPB_Q=3,TCW_STAGES=6" > "$O/kbench.txt" 2>&1
+step "kernel table, M = 1,024"
+V="QTC_Q4_K=2;QTC_Q4_K=2,TCW_UPB_Q=3,TCW_STAGES=6"
+[ $cl = 1 ] && V="$V;QTC_Q4_K=2,TCW_CLUSTER=1,TCW_STAGES=5"
+timeout 150 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q8_0,q4_k --kernel-shapes q/o,qkv,gate+up,down \
+  --variants "$V" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^TCW/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
+if [ $cl = 1 ]; then
+  for c in rows rowsc rowsc rows; do
+    step "ttft bf16 1024, $c"
+    timeout 70 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:bf16 --prompt-len 1024 \
+      --reps 5 --out "$O/ttft-bf16.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
+  done
+fi
 for c in base uq3 uq3 base; do
+  [ $(( $(date +%s) - t0 )) -lt 450 ] || { step "no time for Q8_0"; break; }
   step "ttft q8_0 1024, $c"
   timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:q8_0 --prompt-len 1024 \
     --reps 5 --out "$O/ttft-q8.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
-done
-for c in wgr wgru; do
-  [ $(( $(date +%s) - t0 )) -lt 330 ] || { step "no time for Q4_K"; break; }
-  step "ttft q4_k 1024, $c"
-  timeout 50 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:q4_k --prompt-len 1024 \
-    --reps 3 --out "$O/ttft-q4k.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
 done
 step done; exit 0

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 96] = [
+pub const KERNEL_DEFINES: [&str; 97] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -86,6 +86,7 @@ pub const KERNEL_DEFINES: [&str; 96] = [
     "TCW_BULK",
     "TCW_UPB",
     "TCW_UPB_Q",
+    "TCW_CLUSTER",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",

@@ -232,6 +232,7 @@ fn kernel_define_values_are_checked_by_kind() {
         "QTC_SK_MIN = \"17\"",
         "TCK_WG = \"1\"",
         "TCW_UPB = \"2\"",
+        "TCW_CLUSTER = \"1\"",
         "TCK_STAGES = \"16\"",
         "TCK_UB = \"2\"",
         "TCK_MIN_MB = \"0\"",
@@ -306,6 +307,19 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCW_WG = \"4\"", "TCW_WG must be 1 to 3"),
         ("TCW_STAGES = \"1\"", "TCW_STAGES must be 2 to 8"),
         ("TCW_UPB = \"5\"", "TCW_UPB must be 1 to 4"),
+        ("TCW_CLUSTER = \"2\"", "\"0\" or \"1\""),
+        (
+            "TCW_CLUSTER = \"1\"\nTCW_BULK = \"1\"",
+            "TCW_CLUSTER = 1 needs TCW_BULK = 0",
+        ),
+        (
+            "TCW_CLUSTER = \"1\"\nTCW_UPB_Q = \"2\"",
+            "TCW_CLUSTER = 1 needs TCW_BULK = 0",
+        ),
+        (
+            "TCW_CLUSTER = \"1\"\nTCW_STAGES = \"2\"",
+            "TCW_STAGES of at least 3",
+        ),
         ("TCW_UPB = \"0\"", "TCW_UPB must be 1 to 4"),
         ("TCW_UPB_Q = \"5\"", "TCW_UPB_Q must be 1 to 4"),
         (

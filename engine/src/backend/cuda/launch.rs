@@ -69,6 +69,8 @@ pub struct Launch<'a> {
     dev: &'a CudaDevice,
     f: &'a CudaFunction,
     vals: Vec<u64>,
+    /// Blocks a cluster along y (1: no cluster).
+    cluster_y: u32,
 }
 
 impl<'a> Launch<'a> {
@@ -77,7 +79,16 @@ impl<'a> Launch<'a> {
             dev,
             f,
             vals: Vec::with_capacity(16),
+            cluster_y: 1,
         }
+    }
+
+    /// Launches the grid in thread block clusters of `n` blocks along y
+    /// (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` (1, n, 1); sm_90 and later). The grid's y must be
+    /// a multiple of `n`, or the launch fails with the driver's invalid-configuration error.
+    pub fn cluster_y(&mut self, n: u32) -> &mut Self {
+        self.cluster_y = n.max(1);
+        self
     }
 
     /// Appends the next argument. The argument is borrowed for the launch's lifetime `'a`, so a
@@ -104,10 +115,23 @@ impl<'a> Launch<'a> {
             .collect();
         // SAFETY: a zeroed attribute is a valid value of this plain C struct; the union member
         // set is the one the attribute id names.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
-        let pdl = self.dev.pdl();
+        let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::with_capacity(2);
+        if self.dev.pdl() {
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id =
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(attr);
+        }
+        if self.cluster_y > 1 {
+            // SAFETY: as above.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr.value.clusterDim.x = 1;
+            attr.value.clusterDim.y = self.cluster_y;
+            attr.value.clusterDim.z = 1;
+            attrs.push(attr);
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -117,14 +141,14 @@ impl<'a> Launch<'a> {
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.dev.stream().cu_stream(),
-            attrs: if pdl {
-                &mut attr as *mut sys::CUlaunchAttribute
-            } else {
+            attrs: if attrs.is_empty() {
                 std::ptr::null_mut()
+            } else {
+                attrs.as_mut_ptr()
             },
-            numAttrs: u32::from(pdl),
+            numAttrs: attrs.len() as u32,
         };
-        // SAFETY: `config` and `attr` outlive the call; `ptrs` holds one pointer per argument,
+        // SAFETY: `config` and `attrs` outlive the call; `ptrs` holds one pointer per argument,
         // each to 8 bytes that live until the call returns (the driver copies them); the caller
         // guarantees the argument list matches the kernel.
         unsafe {

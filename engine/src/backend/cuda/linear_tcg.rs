@@ -57,11 +57,13 @@ pub const XSUM_SCRATCH_FLOATS: usize = 512 << 10;
 /// Dynamic shared memory of a `linear_tcw_*` block (bytes): `stages` buffers of one unit, each
 /// x of 128 tokens in `parts` bf16 parts (8 KiB a part), the weights of `4 · wg` row tiles
 /// (`tile_unit_bytes`) and for Q4_K the unit sums of x of the 128 tokens (512 bytes), then the
-/// block's slice totals (64 · 128 · `wg` f32) and an 8-byte mbarrier a stage (TCW_BULK = 1).
-pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32) -> u32 {
+/// block's slice totals (64 · 128 · `wg` f32) and an 8-byte mbarrier a stage (TCW_BULK = 1),
+/// two with `cluster` (TCW_CLUSTER = 1: each stage's "full" and "empty" barriers).
+pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32, cluster: bool) -> u32 {
     let xsum = if dtype == DType::Q4_K { 512 } else { 0 };
     let w_unit = 4 * wg * tile_unit_bytes(dtype) + xsum;
-    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + 8 * stages
+    let bars = if cluster { 16 } else { 8 };
+    stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + bars * stages
 }
 
 /// Dynamic shared memory of a `linear_tck_*` block (bytes): x of `per` units of `tokens` tokens
@@ -146,6 +148,9 @@ struct SlabForm {
     tokens: usize,
     threads: u32,
     smem: u32,
+    /// Blocks a cluster along the rows (TCW_CLUSTER: 2, the grid's y rounded up to a multiple;
+    /// a block past the last row tile copies its share of x and stores nothing); else 1.
+    cluster_y: u32,
 }
 
 impl CudaDevice {
@@ -187,6 +192,7 @@ impl CudaDevice {
             tokens: TOKENS,
             threads: 512,
             smem,
+            cluster_y: 1,
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
@@ -220,7 +226,8 @@ impl CudaDevice {
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let wg = self.define("TCW_WG", 2).max(1);
         let stages = self.define("TCW_STAGES", 4).max(2);
-        let smem = tcw_smem_bytes(w.dtype, parts, wg, stages);
+        let cluster = self.define("TCW_CLUSTER", 0) == 1;
+        let smem = tcw_smem_bytes(w.dtype, parts, wg, stages, cluster);
         check(smem <= SMEM_MAX, || {
             format!("tiled linear: TCW_WG {wg} x TCW_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
         })?;
@@ -233,6 +240,7 @@ impl CudaDevice {
             tokens: TCW_TOKENS,
             threads: 128 * wg,
             smem,
+            cluster_y: if cluster { 2 } else { 1 },
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
@@ -458,10 +466,13 @@ impl CudaDevice {
             if let Some((_, xsb)) = &xsum {
                 b.arg(xsb.as_ref().expect("made by scratch")).arg(&li);
             }
+            b.cluster_y(form.cluster_y);
             let cfg = LaunchConfig {
                 grid_dim: (
                     mc.div_ceil(form.tokens) as u32,
-                    tiles.div_ceil(form.row_tiles),
+                    tiles
+                        .div_ceil(form.row_tiles)
+                        .next_multiple_of(form.cluster_y),
                     1,
                 ),
                 block_dim: (form.threads, 1, 1),
@@ -504,12 +515,21 @@ mod tests {
         assert_eq!(smem_bytes(DType::BF16, 2, 2, 3), 208 << 10);
         // The wgmma form: 4 stages of 16 KiB x and 8 KiB weights, 64 KiB of totals (2 groups),
         // 4 mbarriers.
-        assert_eq!(tcw_smem_bytes(DType::BF16, 2, 2, 4), (160 << 10) + 32);
         assert_eq!(
-            tcw_smem_bytes(DType::Q8_0, 2, 3, 4),
+            tcw_smem_bytes(DType::BF16, 2, 2, 4, false),
+            (160 << 10) + 32
+        );
+        assert_eq!(
+            tcw_smem_bytes(DType::Q8_0, 2, 3, 4, false),
             4 * (16384 + 12 * 544) + (96 << 10) + 32
         );
-        assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4) > SMEM_MAX);
+        assert!(tcw_smem_bytes(DType::BF16, 3, 3, 4, false) > SMEM_MAX);
+        // TCW_CLUSTER: a "full" and an "empty" mbarrier a stage; 5 stages of BF16 in 2 parts fit.
+        assert_eq!(
+            tcw_smem_bytes(DType::BF16, 2, 2, 5, true),
+            5 * (24 << 10) + (64 << 10) + 80
+        );
+        assert!(tcw_smem_bytes(DType::BF16, 2, 2, 5, true) <= SMEM_MAX);
         // The wgmma split-K form: 8 units of 32 tokens in 2 parts (32 KiB) and 8 warps' rings
         // of 8 slots (64 KiB BF16) and their mbarriers; Q8_0 slots of 576 bytes; a 4-slice K = 4,096 slice of 32
         // units at 3 parts and 3 warpgroups does not fit.
@@ -529,7 +549,7 @@ mod tests {
             8 * 4 * 2 * 512 + 12 * 8 * (288 + 8) + 8 * 32 * 4
         );
         assert_eq!(
-            tcw_smem_bytes(DType::Q4_K, 2, 2, 4),
+            tcw_smem_bytes(DType::Q4_K, 2, 2, 4, false),
             4 * (2 * 8192 + 8 * 288 + 512) + 64 * 128 * 2 * 4 + 32
         );
     }
