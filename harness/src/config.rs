@@ -652,68 +652,13 @@ impl ConfigArgs {
                 ),
             }
         }
-        // The wgmma split-K form copies a batch of TCK_UB units while its ring holds more
-        // (kernels/linear_tck.cu asserts it at compile time; say it here first).
         let tck = |k: &str, d: u32| {
             c.kernel_defines
                 .get(k)
                 .and_then(|v| v.parse::<u32>().ok())
                 .unwrap_or(d)
         };
-        if tck("TCK_LDG", 0) == 1 && tck("TCK_UB", 4) > 4 {
-            anyhow::bail!(
-                "kernel_defines.TCK_UB ({}) must be at most 4 with TCK_LDG = 1 (two batches of fragments a lane)",
-                tck("TCK_UB", 4)
-            );
-        }
-        if tck("TCK_LDG", 0) == 1 && tck("TCK_BULK", 0) == 1 {
-            anyhow::bail!("kernel_defines.TCK_LDG and TCK_BULK are two ways to load the same weights: set one");
-        }
-        if tck("TCK_BULK", 0) == 1 && tck("TCK_STAGES", 8) < 2 * tck("TCK_UB", 4) {
-            anyhow::bail!(
-                "kernel_defines.TCK_STAGES ({}) must be at least twice TCK_UB ({}) with TCK_BULK = 1 (two batches a ring)",
-                tck("TCK_STAGES", 8),
-                tck("TCK_UB", 4)
-            );
-        }
-        if tck("TCK_UB", 4) >= tck("TCK_STAGES", 8) {
-            anyhow::bail!(
-                "kernel_defines.TCK_STAGES ({}) must be more than TCK_UB ({})",
-                tck("TCK_STAGES", 8),
-                tck("TCK_UB", 4)
-            );
-        }
-        // The wgmma GEMM waits for TCW_UPB units at a barrier while the ones after them load
-        // (kernels/linear_tcw.cu asserts it); a group's fragments do not fit the 168-register
-        // cap of 3 warpgroups (Q4_K spills 96 bytes at 2 units, NVRTC 13.0).
-        // TCW_UPB_Q (the Q8_0 and Q4_K entries') defaults to TCW_UPB.
-        let upb = tck("TCW_UPB", 1);
-        for (k, n) in [("TCW_UPB", upb), ("TCW_UPB_Q", tck("TCW_UPB_Q", upb))] {
-            if tck("TCW_STAGES", 4) < 2 * n {
-                anyhow::bail!(
-                    "kernel_defines.TCW_STAGES ({}) must be at least twice {k} ({n})",
-                    tck("TCW_STAGES", 4)
-                );
-            }
-            if n > 1 && tck("TCW_WG", 2) == 3 {
-                anyhow::bail!("kernel_defines.{k} above 1 needs TCW_WG at most 2 (3 warpgroups spill its registers)");
-            }
-        }
-        // The clustered GEMM shares x by bulk copies beside its cp.async weights, one unit a
-        // barrier, and refills a stage one unit after both blocks freed it.
-        if tck("TCW_CLUSTER", 0) == 1 {
-            if tck("TCW_BULK", 0) == 1 || upb > 1 || tck("TCW_UPB_Q", upb) > 1 {
-                anyhow::bail!(
-                    "kernel_defines.TCW_CLUSTER = 1 needs TCW_BULK = 0 and TCW_UPB, TCW_UPB_Q = 1"
-                );
-            }
-            if tck("TCW_STAGES", 4) < 3 {
-                anyhow::bail!(
-                    "kernel_defines.TCW_CLUSTER = 1 needs TCW_STAGES of at least 3 (got {})",
-                    tck("TCW_STAGES", 4)
-                );
-            }
-        }
+        defines::check_gemm_combinations(tck)?;
         if let Err(e) = attn_shared_fits(tck) {
             anyhow::bail!("kernel_defines: {e}");
         }
