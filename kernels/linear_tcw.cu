@@ -72,6 +72,14 @@
 #ifndef TCW_CLUSTER
 #define TCW_CLUSTER 0
 #endif
+// 1 (with TCW_CLUSTER): the "empty" barriers' remote arrivals and waits take default semantics
+// (CUTLASS's ClusterBarrier: arrive release.cta, try_wait acquire.cta) in place of release.cluster
+// and acquire.cluster, which compile to a MEMBAR.GPU an arrival and an L1 invalidate a wait. The
+// stage they free was read only by wgmma and ld.shared already complete before the block's
+// barrier. Orders nothing that carries values, so no bits change.
+#ifndef TCW_CLUSTER_CTA
+#define TCW_CLUSTER_CTA 0
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -148,14 +156,22 @@ __device__ __forceinline__ void tcw_bulk_mc(u32 dst, const void* src, u32 bytes,
 __device__ __forceinline__ void tcw_arrive_cluster(u32 bar, u32 rank) {
     u32 remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+#if TCW_CLUSTER_CTA
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#else
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#endif
 }
 // Waits for the phase of parity `parity` of an mbarrier that other blocks of the cluster arrive on.
 __device__ __forceinline__ void tcw_bar_wait_cluster(u32 bar, u32 parity) {
     asm volatile(
         "{\n.reg .pred done;\n"
         "TCW_WAITC:\n"
+#if TCW_CLUSTER_CTA
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+#else
         "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+#endif
         "@!done bra TCW_WAITC;\n}\n" ::"r"(bar),
         "r"(parity)
         : "memory");
