@@ -15,7 +15,9 @@
 # Added in the thirty-fifth session: TCW_CLUSTER_CTA = 1 (CUTLASS's default-semantics remote
 # arrivals and waits, no MEMBAR.GPU / CCTL.IVALL a unit) beside TCW_CLUSTER = 1, green-checked
 # and in the kernel table and the BF16 TTFT.
-# Usage: h200_run124.sh MEMRA OUT_DIR (about 9 minutes)
+# Reordered in the thirty-fifth session (device time was short): the cluster parts first, the
+# TCW_UPB_Q parts only while time is left (elapsed-time guards).
+# Usage: h200_run124.sh MEMRA OUT_DIR (about 5-9 minutes)
 set -u
 N=$1; O=$2
 source "$(dirname "$0")/run_lib.sh"
@@ -28,6 +30,7 @@ mk rows ATTN_ROWS=64
 mk rowsc ATTN_ROWS=64 TCW_CLUSTER=1 TCW_STAGES=5
 mk cc5 TCW_CLUSTER=1 TCW_CLUSTER_CTA=1 TCW_STAGES=5
 mk rowscc ATTN_ROWS=64 TCW_CLUSTER=1 TCW_CLUSTER_CTA=1 TCW_STAGES=5
+left() { [ $(( $(date +%s) - t0 )) -lt $1 ] || { step "no time left for: $2"; return 1; }; }
 step "probe_multicast"
 cl=0
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -37,32 +40,28 @@ if [ $cl = 1 ]; then
   green c5 || { step "TCW_CLUSTER not green: its timings are left out"; cl=0; }
   mkdir -p "$O/c5"; mv "$O"/sc-f32.txt "$O"/sc-f16.txt "$O"/gates* "$O/c5/" 2>/dev/null
 fi
-cc=0
-if [ $cl = 1 ]; then
-  if green cc5; then cc=1; else step "TCW_CLUSTER_CTA not green: its timings are left out"; fi
-  mkdir -p "$O/cc5"; mv "$O"/sc-f32.txt "$O"/sc-f16.txt "$O"/gates* "$O/cc5/" 2>/dev/null
-fi
-green uq3c || { step "TCW_UPB_Q = 3 not green: no timing"; exit 1; }
 step "kernel table, M = 1,024"
 V="QTC_Q4_K=2;QTC_Q4_K=2,TCW_UPB_Q=3,TCW_STAGES=6"
-[ $cl = 1 ] && V="$V;QTC_Q4_K=2,TCW_CLUSTER=1,TCW_STAGES=5"
-[ $cc = 1 ] && V="$V;QTC_Q4_K=2,TCW_CLUSTER=1,TCW_CLUSTER_CTA=1,TCW_STAGES=5"
+[ $cl = 1 ] && V="$V;QTC_Q4_K=2,TCW_CLUSTER=1,TCW_STAGES=5;QTC_Q4_K=2,TCW_CLUSTER=1,TCW_CLUSTER_CTA=1,TCW_STAGES=5"
 timeout 150 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q8_0,q4_k --kernel-shapes q/o,qkv,gate+up,down \
   --variants "$V" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^TCW/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
-if [ $cl = 1 ]; then
-  cs="rows rowsc rowsc rows"; [ $cc = 1 ] && cs="rows rowsc rowscc rowscc rowsc rows"
-  for c in $cs; do
-    step "ttft bf16 1024, $c"
-    timeout 70 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:bf16 --prompt-len 1024 \
-      --reps 5 --out "$O/ttft-bf16.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
+ttft() {  # ttft DTYPE CONFIG...
+  local d=$1 c; shift
+  for c in "$@"; do
+    left 540 "ttft $d $c" || return
+    step "ttft $d 1024, $c"
+    timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
+      --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
   done
+}
+[ $cl = 1 ] && ttft bf16 rows rowsc rowscc rowscc rowsc rows
+if [ $cl = 1 ] && left 420 "green cc5"; then
+  green cc5 || step "TCW_CLUSTER_CTA not green: its timings above do not count"
+  mkdir -p "$O/cc5"; mv "$O"/sc-f32.txt "$O"/sc-f16.txt "$O"/gates* "$O/cc5/" 2>/dev/null
 fi
-for c in base uq3 uq3 base; do
-  [ $(( $(date +%s) - t0 )) -lt 500 ] || { step "no time for Q8_0"; break; }
-  step "ttft q8_0 1024, $c"
-  timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:q8_0 --prompt-len 1024 \
-    --reps 5 --out "$O/ttft-q8.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
-done
+if left 420 "green uq3c"; then
+  green uq3c && ttft q8_0 base uq3 uq3 base
+fi
 step done; exit 0
