@@ -17,9 +17,9 @@
 # and in the kernel table and the BF16 TTFT.
 # Reordered in the thirty-fifth session (device time was short): the cluster parts first, the
 # TCW_UPB_Q parts only while time is left (elapsed-time guards).
-# Usage: h200_run124.sh MEMRA OUT_DIR (about 5-9 minutes)
+# Usage: h200_run124.sh MEMRA OUT_DIR [SECONDS] (about 5-9 minutes)
 set -u
-N=$1; O=$2
+N=$1; O=$2; B=${3:-580}  # B: seconds the call may run
 source "$(dirname "$0")/run_lib.sh"
 run_start any
 mk base
@@ -50,18 +50,18 @@ grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n =
 ttft() {  # ttft DTYPE CONFIG...
   local d=$1 c; shift
   for c in "$@"; do
-    left 540 "ttft $d $c" || return
+    left $((B - 40)) "ttft $d $c" || return
     step "ttft $d 1024, $c"
     timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
       --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
   done
 }
 [ $cl = 1 ] && ttft bf16 rows rowsc rowscc rowscc rowsc rows
-if [ $cl = 1 ] && left 420 "green cc5"; then
+if [ $cl = 1 ] && left $((B - 160)) "green cc5"; then
   green cc5 || step "TCW_CLUSTER_CTA not green: its timings above do not count"
   mkdir -p "$O/cc5"; mv "$O"/sc-f32.txt "$O"/sc-f16.txt "$O"/gates* "$O/cc5/" 2>/dev/null
 fi
-if left 420 "green uq3c"; then
+if left $((B - 160)) "green uq3c"; then
   green uq3c && ttft q8_0 base uq3 uq3 base
 fi
 step done; exit 0
