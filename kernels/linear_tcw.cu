@@ -68,17 +68,11 @@
 // copying thread waits on its own. L2 to shared memory traffic a unit and block: BF16 24 -> 16
 // KiB, Q8_0 20.3 -> 12.3 (run 123: the form is bound by it). Needs TCW_BULK = 0, TCW_UPB and
 // TCW_UPB_Q 1, TCW_STAGES 3 or more (units are staged TCW_STAGES - 2 ahead: a stage is refilled
-// one unit after both blocks freed it). Copies only: no bits change.
+// one unit after both blocks freed it). Copies only: no bits change. Run 124 (H100, M = 1,024):
+// green, but the BF16 GEMM 1.32x slower than without (q/o 198 -> 262 us, gate+up 1,282 -> 1,672)
+// at 4-6 stages; off.
 #ifndef TCW_CLUSTER
 #define TCW_CLUSTER 0
-#endif
-// 1 (with TCW_CLUSTER): the "empty" barriers' remote arrivals and waits take default semantics
-// (CUTLASS's ClusterBarrier: arrive release.cta, try_wait acquire.cta) in place of release.cluster
-// and acquire.cluster, which compile to a MEMBAR.GPU an arrival and an L1 invalidate a wait. The
-// stage they free was read only by wgmma and ld.shared already complete before the block's
-// barrier. Orders nothing that carries values, so no bits change.
-#ifndef TCW_CLUSTER_CTA
-#define TCW_CLUSTER_CTA 0
 #endif
 #define TCW_N 128  // tokens a block
 
@@ -152,29 +146,15 @@ __device__ __forceinline__ void tcw_bulk_mc(u32 dst, const void* src, u32 bytes,
         "l"(src), "r"(bytes), "r"(bar), "h"(both)
         : "memory");
 }
-// One arrival on the mbarrier at shared offset `bar` of block `rank` of the cluster.
+// One arrival on the mbarrier at shared offset `bar` of block `rank` of the cluster, with default
+// semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: the stage it frees was
+// read only by wgmma and shared loads complete before the block's barrier. Run 124 (H100): the
+// release.cluster form (a MEMBAR.GPU an arrival, and acquire.cluster waits with an L1
+// invalidate) made the BF16 GEMM 2.4x slower than the shipped one; this one 1.32x.
 __device__ __forceinline__ void tcw_arrive_cluster(u32 bar, u32 rank) {
     u32 remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-#if TCW_CLUSTER_CTA
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-#else
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-#endif
-}
-// Waits for the phase of parity `parity` of an mbarrier that other blocks of the cluster arrive on.
-__device__ __forceinline__ void tcw_bar_wait_cluster(u32 bar, u32 parity) {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "TCW_WAITC:\n"
-#if TCW_CLUSTER_CTA
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-#else
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-#endif
-        "@!done bra TCW_WAITC;\n}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
 }
 __device__ __forceinline__ void tcw_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -327,7 +307,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     if (TCW_CLUSTER) asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
     const u32 empty0 = bar0 + 8 * TCW_STAGES;
     auto x_multicast = [&](int v, int b) {
-        if (v >= TCW_STAGES) tcw_bar_wait_cluster(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
+        if (v >= TCW_STAGES) tcw_bar_wait(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
         tcw_bar_expect(bar0 + 8 * b, nxb * (P * 512));
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + b * STAGE);
         for (int i = 8 * (int)rank; i < min(8 * (int)rank + 8, nxb); ++i)

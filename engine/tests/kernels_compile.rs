@@ -290,13 +290,6 @@ fn linear_switches_compile() {
             ("TCW_CLUSTER", "1"),
             ("TCW_STAGES", "5"),
         ],
-        // The same with CUTLASS's default-semantics remote arrivals and waits, 2 parts.
-        &[
-            ("QTC_GEMM", "3"),
-            ("QTC_XSPLIT", "2"),
-            ("TCW_CLUSTER", "1"),
-            ("TCW_CLUSTER_CTA", "1"),
-        ],
         &[
             ("QTC_GEMM", "3"),
             ("QTC_Q4_K", "2"),

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 98] = [
+pub const KERNEL_DEFINES: [&str; 97] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -87,7 +87,6 @@ pub const KERNEL_DEFINES: [&str; 98] = [
     "TCW_UPB",
     "TCW_UPB_Q",
     "TCW_CLUSTER",
-    "TCW_CLUSTER_CTA",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -207,9 +206,6 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
                 tck("TCW_STAGES", 4)
             );
         }
-    }
-    if tck("TCW_CLUSTER_CTA", 0) == 1 && tck("TCW_CLUSTER", 0) == 0 {
-        anyhow::bail!("kernel_defines.TCW_CLUSTER_CTA = 1 needs TCW_CLUSTER = 1");
     }
     Ok(())
 }
