@@ -74,6 +74,18 @@
 #ifndef TCW_CLUSTER
 #define TCW_CLUSTER 0
 #endif
+// 1 (with TCW_BULK = 1): warp specialization, as CUTLASS's sm90 warp-specialized mainloops. One
+// more warp a block (the producer, 32 threads past the 128 TCW_WG that compute) issues every
+// unit's bulk copies into stage v % TCW_STAGES once the stage's "empty" mbarrier (count: the
+// computing threads) says every computing thread is past unit v - TCW_STAGES; the computing
+// warpgroups wait only on each stage's "full" mbarrier and arrive on its "empty" one after their
+// MMAs of the unit have completed. No block barrier a unit, and no copy in the computing warps'
+// path: run 63's TCW_BULK = 1 was 1.8x slower because warp 0 issued the copies and every warp
+// met it at a barrier a unit (stalls: barrier 4.2, gmma 2.9 a instruction). The producer can run
+// TCW_STAGES units ahead. Copies only: no bits change.
+#ifndef TCW_WS
+#define TCW_WS 0
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -407,7 +419,30 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB and TCW_UPB_Q are 1 to 4");
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
     static_assert(!TCW_CLUSTER || (!TCW_BULK && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 and one unit a group");
-    if (TCW_CLUSTER) {
+    static_assert(!TCW_WS || (TCW_BULK && !TCW_CLUSTER), "TCW_WS needs TCW_BULK 1 and TCW_CLUSTER 0");
+    if (TCW_WS) {
+        // "full" barriers at bar0 + 8 b (count 1: the producer's expect), "empty" ones at
+        // empty0 + 8 b (count NTH: every computing thread once a unit).
+        if (tid == 0) {
+            for (int i = 0; i < TCW_STAGES; ++i) {
+                tcw_bar_init(bar0 + 8 * i);
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(empty0 + 8 * i), "r"(NTH) : "memory");
+            }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+        if (tid >= NTH) {
+            // The producer warp: unit v into stage v % TCW_STAGES once every computing thread is
+            // past unit v - TCW_STAGES (the empty barrier's phase v / TCW_STAGES - 1). It leaves
+            // after the last unit's copies are issued; they complete on the full barriers.
+            for (int v = 0; v < nu; ++v) {
+                const int b = v % TCW_STAGES;
+                if (v >= TCW_STAGES) tcw_bar_wait(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
+                bulk_load(v, b);
+            }
+            return;
+        }
+    } else if (TCW_CLUSTER) {
         if (tid == 0) {
             for (int i = 0; i < TCW_STAGES; ++i) {
                 tcw_bar_init(bar0 + 8 * i);
@@ -466,7 +501,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
         for (int j = 0; j < UPB; ++j) {
             const int v = u + AHEAD + j;
-            if (TCW_BULK) {
+            if (TCW_WS) {
+                // The producer warp stages every unit.
+            } else if (TCW_BULK) {
                 if (j == 0) __syncthreads();
                 if (warp == 0 && v < nu) bulk_load(v, v % TCW_STAGES);
             } else {
@@ -521,6 +558,14 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             if (j + 1 < UPB) issue(u + j + 1, 1, a[j + 1 < UPB ? j + 1 : j], us1);
             if (real) slice_end(u + j);
         }
+        // TCW_WS: this thread's MMAs and fragment reads of units u .. u + UPB - 1 are complete;
+        // their stages may be refilled once every computing thread has said so.
+        if (TCW_WS)
+#pragma unroll
+            for (int j = 0; j < UPB; ++j)
+                if (u + j < nu)
+                    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * ((u + j) % TCW_STAGES))
+                                 : "memory");
     }
     if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);
     // Element i of half hn: row 16 (tile0 + warp) + g + 8 ((i / 2) % 2), token 8 tb0 + 64 hn +
@@ -551,7 +596,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 }
 
 #define LINEAR_TCW(name, F)                                                                         \
-    extern "C" __global__ void __launch_bounds__(128 * TCW_WG, 1)                                  \
+    extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)                    \
         name(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,        \
              int m_base, int mc, int slices) { pdl_entry();                                        \
         linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, nullptr, 0);         \
@@ -561,7 +606,7 @@ LINEAR_TCW(linear_tcw_bf16, TC_BF16)
 LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 
 // Q4_K (QTC_Q4_K = 2): LINEAR_TCW's arguments, then tcw_xsum's output and its ld.
-extern "C" __global__ void __launch_bounds__(128 * TCW_WG, 1)
+extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)
     linear_tcw_q4_k(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS, int m_base,
                     int mc, int slices, const float* xsum, int ld) {
     pdl_entry();

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 39] = [
+    let sets: [&[(&str, &str)]; 40] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -289,6 +289,15 @@ fn linear_switches_compile() {
             ("QTC_Q4_K", "2"),
             ("TCW_CLUSTER", "1"),
             ("TCW_STAGES", "5"),
+        ],
+        // Warp specialization: a producer warp's bulk copies on full/empty barriers (TCW_WS),
+        // 2 parts and Q4_K.
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_Q4_K", "2"),
+            ("TCW_BULK", "1"),
+            ("TCW_WS", "1"),
         ],
         &[
             ("QTC_GEMM", "3"),

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 97] = [
+pub const KERNEL_DEFINES: [&str; 98] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -87,6 +87,7 @@ pub const KERNEL_DEFINES: [&str; 97] = [
     "TCW_UPB",
     "TCW_UPB_Q",
     "TCW_CLUSTER",
+    "TCW_WS",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -206,6 +207,20 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
                 tck("TCW_STAGES", 4)
             );
         }
+    }
+    // The warp-specialized GEMM stages every unit by bulk copies from its producer warp, whose
+    // SM sub-partition holds 3 warps: 168 registers a thread, which more units a group or a
+    // third warpgroup pass (Q4_K spills at 2 units, NVRTC 13.0).
+    if tck("TCW_WS", 0) == 1
+        && (tck("TCW_BULK", 0) == 0
+            || tck("TCW_CLUSTER", 0) == 1
+            || upb > 1
+            || tck("TCW_UPB_Q", upb) > 1
+            || tck("TCW_WG", 2) == 3)
+    {
+        anyhow::bail!(
+            "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_CLUSTER = 0, TCW_UPB and TCW_UPB_Q = 1 and TCW_WG at most 2"
+        );
     }
     Ok(())
 }

@@ -253,6 +253,7 @@ fn kernel_define_values_are_checked_by_kind() {
     resolve("TCW_UPB_Q = \"3\"\nTCW_STAGES = \"6\"\nTCW_UPB = \"1\"")
         .expect("three quantized units");
     resolve("TCW_UPB_Q = \"1\"\nTCW_WG = \"3\"").expect("one unit, three warpgroups");
+    resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"").expect("warp-specialized");
     assert_eq!(
         c.kernel_defines.get("TCW_STAGES").map(String::as_str),
         Some("6")
@@ -320,6 +321,16 @@ fn kernel_define_values_are_checked_by_kind() {
             "TCW_CLUSTER = \"1\"\nTCW_STAGES = \"2\"",
             "TCW_STAGES of at least 3",
         ),
+        ("TCW_WS = \"1\"", "TCW_WS = 1 needs TCW_BULK = 1"),
+        (
+            "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_UPB_Q = \"2\"",
+            "TCW_WS = 1 needs TCW_BULK = 1",
+        ),
+        (
+            "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WG = \"3\"",
+            "TCW_WG at most 2",
+        ),
+        ("TCW_WS = \"2\"", "\"0\" or \"1\""),
         ("TCW_UPB = \"0\"", "TCW_UPB must be 1 to 4"),
         ("TCW_UPB_Q = \"5\"", "TCW_UPB_Q must be 1 to 4"),
         (

@@ -58,11 +58,12 @@ pub const XSUM_SCRATCH_FLOATS: usize = 512 << 10;
 /// x of 128 tokens in `parts` bf16 parts (8 KiB a part), the weights of `4 · wg` row tiles
 /// (`tile_unit_bytes`) and for Q4_K the unit sums of x of the 128 tokens (512 bytes), then the
 /// block's slice totals (64 · 128 · `wg` f32) and an 8-byte mbarrier a stage (TCW_BULK = 1),
-/// two with `cluster` (TCW_CLUSTER = 1: each stage's "full" and "empty" barriers).
-pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32, cluster: bool) -> u32 {
+/// two with `empty_bars` (TCW_CLUSTER = 1 or TCW_WS = 1: each stage's "full" and "empty"
+/// barriers).
+pub fn tcw_smem_bytes(dtype: DType, parts: u32, wg: u32, stages: u32, empty_bars: bool) -> u32 {
     let xsum = if dtype == DType::Q4_K { 512 } else { 0 };
     let w_unit = 4 * wg * tile_unit_bytes(dtype) + xsum;
-    let bars = if cluster { 16 } else { 8 };
+    let bars = if empty_bars { 16 } else { 8 };
     stages * (parts * 8192 + w_unit) + 64 * 128 * wg * 4 + bars * stages
 }
 
@@ -227,7 +228,9 @@ impl CudaDevice {
         let wg = self.define("TCW_WG", 2).max(1);
         let stages = self.define("TCW_STAGES", 4).max(2);
         let cluster = self.define("TCW_CLUSTER", 0) == 1;
-        let smem = tcw_smem_bytes(w.dtype, parts, wg, stages, cluster);
+        // TCW_WS: a producer warp beside the computing warpgroups.
+        let ws = self.define("TCW_WS", 0) == 1;
+        let smem = tcw_smem_bytes(w.dtype, parts, wg, stages, cluster || ws);
         check(smem <= SMEM_MAX, || {
             format!("tiled linear: TCW_WG {wg} x TCW_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
         })?;
@@ -238,7 +241,7 @@ impl CudaDevice {
             func,
             row_tiles: 4 * wg,
             tokens: TCW_TOKENS,
-            threads: 128 * wg,
+            threads: 128 * wg + if ws { 32 } else { 0 },
             smem,
             cluster_y: if cluster { 2 } else { 1 },
         };
