@@ -210,7 +210,8 @@ __device__ __forceinline__ void tcw_wait(float (&d)[32]) {
 // [R] f32 or null; y: Outs, token m_base + m for the slab's token m; xsum, ld (Q4_K only, else
 // unused): tcw_xsum's output for the same tokens, ld a multiple of 128 covering them. Grid:
 // (ceil(mc / 128), ceil(ceil(R / 16) / (4 TCW_WG))), token blocks fastest (the blocks running
-// together share a row block's weights through L2); block 128 TCW_WG; dynamic shared memory:
+// together share a row block's weights through L2); block 128 TCW_WG (+ 32 with TCW_WS: the
+// producer warp); dynamic shared memory:
 // TCW_STAGES units of (x: QTC_XSPLIT x 8 KiB, weights: 4 TCW_WG tiles of 1,024 bytes BF16, 544
 // Q8_0 or 288 Q4_K, then Q4_K's Σx of the block's 128 tokens, 512 bytes), then the slice totals,
 // 64 x 128 TCW_WG f32 (host: linear_tcg.rs, tcw_smem_bytes).
@@ -223,7 +224,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     static_assert(TCW_STAGES >= 2, "a unit is staged while the one before it runs");
     constexpr int P = QTC_XSPLIT;
     constexpr int MT = 4 * TCW_WG;                 // row tiles a block
-    constexpr int NTH = 128 * TCW_WG;              // threads a block
+    constexpr int NTH = 128 * TCW_WG;              // computing threads a block
     constexpr int WB = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 512 : 256;  // bytes of one (tile, unit)'s weights
     constexpr int SB = F == TC_BF16 ? 0 : 32;      // and of its scales
     constexpr int XSB = F == TC_Q4_K ? 4 * TCW_N : 0;  // Q4_K: Σx of the block's tokens
