@@ -82,7 +82,10 @@
 // MMAs of the unit have completed. No block barrier a unit, and no copy in the computing warps'
 // path: run 63's TCW_BULK = 1 was 1.8x slower because warp 0 issued the copies and every warp
 // met it at a barrier a unit (stalls: barrier 4.2, gmma 2.9 a instruction). The producer can run
-// TCW_STAGES units ahead. Copies only: no bits change.
+// TCW_STAGES units ahead. With TCW_CLUSTER = 1 as well, the producer of block rank r multicasts
+// token blocks 8r .. 8r + 7 of x into both blocks of the cluster and copies its own weights; each
+// stage's empty barrier then counts one arrival a computing warp of both blocks (4 TCW_WG x 2),
+// since both producers write every stage of both blocks. Copies only: no bits change.
 #ifndef TCW_WS
 #define TCW_WS 0
 #endif
@@ -310,7 +313,8 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // on its own row and token alone). Completes on the buffer's mbarrier.
     u32* bars = reinterpret_cast<u32*>(tcw_smem + TCW_STAGES * STAGE + 64 * NTH * 4);
     const u32 bar0 = (u32)__cvta_generic_to_shared(bars);
-    const int nxb = min(TCW_N / 8, ntb - tb0), nwt = min(MT, tiles - tile0);
+    // (TCW_CLUSTER: the grid's y is rounded up to even, so a block may have no row tile.)
+    const int nxb = min(TCW_N / 8, ntb - tb0), nwt = TCW_CLUSTER ? max(0, min(MT, tiles - tile0)) : min(MT, tiles - tile0);
     // TCW_CLUSTER (by thread 0): x of unit v into stage b of both blocks, this block's half of its
     // token blocks, once both blocks have read the stage's unit before (v - TCW_STAGES: the
     // "empty" barrier's phase v / TCW_STAGES - 1); this block's "full" barrier expects the whole
@@ -337,7 +341,11 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             if (F == TC_Q4_K && i == ncopy - 1) {
                 tcw_bulk(base + XS_OFF, xsum + (size_t)u * ld + 8 * tb0, XSB, bar);
             } else if (i < nxb) {
-                tcw_bulk(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + u) * P * 32, P * 512, bar);
+                // TCW_CLUSTER (with TCW_WS): this block's half of the token blocks, into both blocks.
+                if (!TCW_CLUSTER)
+                    tcw_bulk(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + u) * P * 32, P * 512, bar);
+                else if ((i >> 3) == (int)rank)
+                    tcw_bulk_mc(base + i * (P * 512), xs + ((size_t)(tb0 + i) * nu + u) * P * 32, P * 512, bar);
             } else if (i < nxb + nwt) {
                 const int tl = i - nxb;
                 tcw_bulk(base + X_UNIT + tl * WB, q + ((size_t)(tile0 + tl) * nu + u) * WB, WB, bar);
@@ -419,28 +427,35 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     constexpr int UPB = F == TC_BF16 ? TCW_UPB : TCW_UPB_Q, AHEAD = TCW_STAGES - UPB - TCW_CLUSTER;
     static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB and TCW_UPB_Q are 1 to 4");
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
-    static_assert(!TCW_CLUSTER || (!TCW_BULK && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 and one unit a group");
-    static_assert(!TCW_WS || (TCW_BULK && !TCW_CLUSTER), "TCW_WS needs TCW_BULK 1 and TCW_CLUSTER 0");
+    static_assert(!TCW_CLUSTER || ((!TCW_BULK || TCW_WS) && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 or TCW_WS 1, and one unit a group");
+    static_assert(!TCW_WS || TCW_BULK, "TCW_WS needs TCW_BULK 1");
     if (TCW_WS) {
         // "full" barriers at bar0 + 8 b (count 1: the producer's expect), "empty" ones at
-        // empty0 + 8 b (count NTH: every computing thread once a unit).
+        // empty0 + 8 b (count NTH: every computing thread once a unit; TCW_CLUSTER: every
+        // computing warp of both blocks).
         if (tid == 0) {
             for (int i = 0; i < TCW_STAGES; ++i) {
                 tcw_bar_init(bar0 + 8 * i);
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(empty0 + 8 * i), "r"(NTH) : "memory");
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(empty0 + 8 * i),
+                             "r"(TCW_CLUSTER ? 2 * (NTH / 32) : NTH)
+                             : "memory");
             }
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
-        __syncthreads();
+        // TCW_CLUSTER: both blocks' barriers are made before either copies into or arrives on them.
+        if (TCW_CLUSTER) tcw_cluster_sync();
+        else __syncthreads();
         if (tid >= NTH) {
             // The producer warp: unit v into stage v % TCW_STAGES once every computing thread is
-            // past unit v - TCW_STAGES (the empty barrier's phase v / TCW_STAGES - 1). It leaves
-            // after the last unit's copies are issued; they complete on the full barriers.
+            // past unit v - TCW_STAGES (the empty barrier's phase v / TCW_STAGES - 1; TCW_CLUSTER:
+            // of both blocks). It leaves after the last unit's copies are issued; they complete on
+            // the full barriers (TCW_CLUSTER: after the cluster barrier that ends both blocks).
             for (int v = 0; v < nu; ++v) {
                 const int b = v % TCW_STAGES;
                 if (v >= TCW_STAGES) tcw_bar_wait(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
                 bulk_load(v, b);
             }
+            if (TCW_CLUSTER) tcw_cluster_sync();
             return;
         }
     } else if (TCW_CLUSTER) {
@@ -561,12 +576,20 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         }
         // TCW_WS: this thread's MMAs and fragment reads of units u .. u + UPB - 1 are complete;
         // their stages may be refilled once every computing thread has said so.
-        if (TCW_WS)
+        // (TCW_CLUSTER: the warp's, once all its lanes are, on both blocks' barriers.)
+        if (TCW_WS && !TCW_CLUSTER)
 #pragma unroll
             for (int j = 0; j < UPB; ++j)
                 if (u + j < nu)
                     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * ((u + j) % TCW_STAGES))
                                  : "memory");
+        if (TCW_WS && TCW_CLUSTER) {
+            __syncwarp();
+            if (lane == 0) {
+                tcw_arrive_cluster(empty0 + 8 * (u % TCW_STAGES), 0);
+                tcw_arrive_cluster(empty0 + 8 * (u % TCW_STAGES), 1);
+            }
+        }
     }
     if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);
     // Element i of half hn: row 16 (tile0 + warp) + g + 8 ((i / 2) % 2), token 8 tb0 + 64 hn +

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 40] = [
+    let sets: [&[(&str, &str)]; 41] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -298,6 +298,16 @@ fn linear_switches_compile() {
             ("QTC_Q4_K", "2"),
             ("TCW_BULK", "1"),
             ("TCW_WS", "1"),
+        ],
+        // The same in clusters of 2, the producer warps multicasting x (TCW_CLUSTER on TCW_WS).
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_Q4_K", "2"),
+            ("TCW_BULK", "1"),
+            ("TCW_WS", "1"),
+            ("TCW_CLUSTER", "1"),
+            ("TCW_STAGES", "5"),
         ],
         &[
             ("QTC_GEMM", "3"),

@@ -10,8 +10,9 @@
 #    119-123 measured -16.8% on three H100 machines).
 # 2. Green checks of TCW_WS at 5 stages (self-check f32 + f16, CUDA lanes) and a self-check at 6.
 # 3. Kernel table BF16, Q8_0, Q4_K at M = 1,024: shipped / TCW_WS at 4, 5, 6 stages / TCW_UPB_Q 2.
-# 4. BF16 TTFT ABBA rows / rows + TCW_WS at the stage count with the fastest BF16 gate+up; Q8_0
-#    TTFT ABBA shipped / TCW_WS.
+# 4. TCW_CLUSTER on TCW_WS at 5 stages: self-check (f32), its kernel table.
+# 5. BF16 TTFT ABBA rows / rows + TCW_WS at the stage count with the fastest BF16 gate+up (and
+#    rows + TCW_WS + TCW_CLUSTER if its self-check passed); Q8_0 TTFT ABBA shipped / TCW_WS.
 # Predictions: TCW_WS at least as fast as the shipped cp.async form (the copies leave the MMA
 # warps' path and the block barrier goes), BF16 gate+up at M = 1,024 1,282 -> 1,100-1,250 us on an
 # H100 (-3 to -14%: the L2 bound of run 123 stays); if so, TCW_CLUSTER's multicast goes onto the
@@ -51,7 +52,22 @@ best=$(awk '/^linear BF16 .*gate\+up/ { i++; if (i > 1 && i < 5 && (b == "" || $
 best=${best:-5}
 step "TCW_WS stages for the TTFT: $best"
 mk rowsws ATTN_ROWS=64 TCW_BULK=1 TCW_WS=1 TCW_STAGES=$best
-ttft bf16 rows rowsws rowsws rows
+# TCW_CLUSTER on TCW_WS (the producer warps multicast x): self-check first (a hang costs its
+# timeout, not the table above), then its own kernel table.
+mk wsc5 TCW_BULK=1 TCW_WS=1 TCW_CLUSTER=1 TCW_STAGES=5
+mk rowswsc ATTN_ROWS=64 TCW_BULK=1 TCW_WS=1 TCW_CLUSTER=1 TCW_STAGES=5
+wsc=0
+step "self-check, f32 cache, config wsc5"
+timeout 100 $N --config /tmp/c-wsc5.toml probe --self-check > "$O/sc-wsc5.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/sc-wsc5.txt" | tail -3 | cut -c1-200 | tee -a "$L"
+if grep -q "self-check: PASS" "$O/sc-wsc5.txt"; then
+  wsc=1
+  step "kernel table, M = 1,024, TCW_WS + TCW_CLUSTER"
+  timeout 100 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q8_0,q4_k --kernel-shapes q/o,qkv,gate+up,down \
+    --variants "QTC_Q4_K=2,TCW_BULK=1,TCW_WS=1,TCW_CLUSTER=1,TCW_STAGES=5" > "$O/kbench-wsc.txt" 2>&1
+  grep -E "^linear |rror" "$O/kbench-wsc.txt" | cut -c1-120 | tee -a "$L"
+fi
+if [ $wsc = 1 ]; then ttft bf16 rows rowsws rowswsc rowswsc rowsws rows; else ttft bf16 rows rowsws rowsws rows; fi
 ttft q8_0 base ws$best ws$best base
 # On an H200, if time is left: TCW_UPB_Q = 2 at the shipped 4 stages for the H200 file (Q8_0
 # -10% at M = 1,024 on H100s, runs 123-124; BF16 unchanged).

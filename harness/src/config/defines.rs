@@ -195,10 +195,14 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
     }
     // The clustered GEMM shares x by bulk copies beside its cp.async weights, one unit a
     // barrier, and refills a stage one unit after both blocks freed it.
+    // With TCW_WS the producer warp multicasts x by bulk copies beside its weights' ones.
     if tck("TCW_CLUSTER", 0) == 1 {
-        if tck("TCW_BULK", 0) == 1 || upb > 1 || tck("TCW_UPB_Q", upb) > 1 {
+        if (tck("TCW_BULK", 0) == 1 && tck("TCW_WS", 0) == 0)
+            || upb > 1
+            || tck("TCW_UPB_Q", upb) > 1
+        {
             anyhow::bail!(
-                "kernel_defines.TCW_CLUSTER = 1 needs TCW_BULK = 0 and TCW_UPB, TCW_UPB_Q = 1"
+                "kernel_defines.TCW_CLUSTER = 1 needs TCW_BULK = 0 (or TCW_WS = 1) and TCW_UPB, TCW_UPB_Q = 1"
             );
         }
         if tck("TCW_STAGES", 4) < 3 {
@@ -213,13 +217,12 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
     // third warpgroup pass (Q4_K spills at 2 units, NVRTC 13.0).
     if tck("TCW_WS", 0) == 1
         && (tck("TCW_BULK", 0) == 0
-            || tck("TCW_CLUSTER", 0) == 1
             || upb > 1
             || tck("TCW_UPB_Q", upb) > 1
             || tck("TCW_WG", 2) == 3)
     {
         anyhow::bail!(
-            "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_CLUSTER = 0, TCW_UPB and TCW_UPB_Q = 1 and TCW_WG at most 2"
+            "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_UPB and TCW_UPB_Q = 1 and TCW_WG at most 2"
         );
     }
     Ok(())

@@ -254,6 +254,8 @@ fn kernel_define_values_are_checked_by_kind() {
         .expect("three quantized units");
     resolve("TCW_UPB_Q = \"1\"\nTCW_WG = \"3\"").expect("one unit, three warpgroups");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"").expect("warp-specialized");
+    resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_CLUSTER = \"1\"")
+        .expect("warp-specialized cluster");
     assert_eq!(
         c.kernel_defines.get("TCW_STAGES").map(String::as_str),
         Some("6")
