@@ -66,7 +66,8 @@
 // stage is refilled only after both blocks have read it: each block's thread 0 arrives on both
 // blocks' count-2 "empty" mbarrier of a stage once past its barrier after the unit, and the
 // copying thread waits on its own. L2 to shared memory traffic a unit and block: BF16 24 -> 16
-// KiB, Q8_0 20.3 -> 12.3 (run 123: the form is bound by it). Needs TCW_BULK = 0, TCW_UPB and
+// KiB, Q8_0 20.3 -> 12.3 (run 123: the form is bound by it). Needs TCW_BULK = 0 (or TCW_WS = 1: then
+// the producer warps copy, see TCW_WS), TCW_UPB and
 // TCW_UPB_Q 1, TCW_STAGES 3 or more (units are staged TCW_STAGES - 2 ahead: a stage is refilled
 // one unit after both blocks freed it). Copies only: no bits change. Run 124 (H100, M = 1,024):
 // green, but the BF16 GEMM 1.32x slower than without (q/o 198 -> 262 us, gate+up 1,282 -> 1,672)
@@ -315,7 +316,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     const u32 bar0 = (u32)__cvta_generic_to_shared(bars);
     // (TCW_CLUSTER: the grid's y is rounded up to even, so a block may have no row tile.)
     const int nxb = min(TCW_N / 8, ntb - tb0), nwt = TCW_CLUSTER ? max(0, min(MT, tiles - tile0)) : min(MT, tiles - tile0);
-    // TCW_CLUSTER (by thread 0): x of unit v into stage b of both blocks, this block's half of its
+    // TCW_CLUSTER without TCW_WS (by thread 0): x of unit v into stage b of both blocks, this block's half of its
     // token blocks, once both blocks have read the stage's unit before (v - TCW_STAGES: the
     // "empty" barrier's phase v / TCW_STAGES - 1); this block's "full" barrier expects the whole
     // unit, from both blocks' copies. Token blocks past the slab are not copied (as TCW_BULK).
