@@ -78,7 +78,7 @@
 // 1 (with TCW_BULK = 1): warp specialization, as CUTLASS's sm90 warp-specialized mainloops. One
 // more warp a block (the producer, 32 threads past the 128 TCW_WG that compute) issues every
 // unit's bulk copies into stage v % TCW_STAGES once the stage's "empty" mbarrier (count: the
-// computing threads) says every computing thread is past unit v - TCW_STAGES; the computing
+// computing warps) says every computing warp is past unit v - TCW_STAGES; the computing
 // warpgroups wait only on each stage's "full" mbarrier and arrive on its "empty" one after their
 // MMAs of the unit have completed. No block barrier a unit, and no copy in the computing warps'
 // path: run 63's TCW_BULK = 1 was 1.8x slower because warp 0 issued the copies and every warp
@@ -432,13 +432,12 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     static_assert(!TCW_WS || TCW_BULK, "TCW_WS needs TCW_BULK 1");
     if (TCW_WS) {
         // "full" barriers at bar0 + 8 b (count 1: the producer's expect), "empty" ones at
-        // empty0 + 8 b (count NTH: every computing thread once a unit; TCW_CLUSTER: every
-        // computing warp of both blocks).
+        // empty0 + 8 b (count: every computing warp once a unit; TCW_CLUSTER: of both blocks).
         if (tid == 0) {
             for (int i = 0; i < TCW_STAGES; ++i) {
                 tcw_bar_init(bar0 + 8 * i);
                 asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(empty0 + 8 * i),
-                             "r"(TCW_CLUSTER ? 2 * (NTH / 32) : NTH)
+                             "r"((TCW_CLUSTER ? 2 : 1) * (NTH / 32))
                              : "memory");
             }
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -447,7 +446,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         if (TCW_CLUSTER) tcw_cluster_sync();
         else __syncthreads();
         if (tid >= NTH) {
-            // The producer warp: unit v into stage v % TCW_STAGES once every computing thread is
+            // The producer warp: unit v into stage v % TCW_STAGES once every computing warp is
             // past unit v - TCW_STAGES (the empty barrier's phase v / TCW_STAGES - 1; TCW_CLUSTER:
             // of both blocks). It leaves after the last unit's copies are issued; they complete on
             // the full barriers (TCW_CLUSTER: after the cluster barrier that ends both blocks).
@@ -575,21 +574,25 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             if (j + 1 < UPB) issue(u + j + 1, 1, a[j + 1 < UPB ? j + 1 : j], us1);
             if (real) slice_end(u + j);
         }
-        // TCW_WS: this thread's MMAs and fragment reads of units u .. u + UPB - 1 are complete;
-        // their stages may be refilled once every computing thread has said so.
-        // (TCW_CLUSTER: the warp's, once all its lanes are, on both blocks' barriers.)
-        if (TCW_WS && !TCW_CLUSTER)
-#pragma unroll
-            for (int j = 0; j < UPB; ++j)
-                if (u + j < nu)
-                    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty0 + 8 * ((u + j) % TCW_STAGES))
-                                 : "memory");
-        if (TCW_WS && TCW_CLUSTER) {
+        // TCW_WS: this warp's MMAs and fragment reads of units u .. u + UPB - 1 are complete
+        // (every lane past its wait: __syncwarp orders their reads before lane 0's arrival);
+        // their stages may be refilled once every computing warp has said so (TCW_CLUSTER: of
+        // both blocks, on both blocks' barriers). One arrival a warp, not a thread: 8 a unit at
+        // TCW_WG = 2 on the barrier's shared word instead of 256.
+        if (TCW_WS) {
             __syncwarp();
-            if (lane == 0) {
-                tcw_arrive_cluster(empty0 + 8 * (u % TCW_STAGES), 0);
-                tcw_arrive_cluster(empty0 + 8 * (u % TCW_STAGES), 1);
-            }
+            if (lane == 0)
+#pragma unroll
+                for (int j = 0; j < UPB; ++j) {
+                    if (u + j >= nu) continue;
+                    const u32 e = empty0 + 8 * ((u + j) % TCW_STAGES);
+                    if (TCW_CLUSTER) {
+                        tcw_arrive_cluster(e, 0);
+                        tcw_arrive_cluster(e, 1);
+                    } else {
+                        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(e) : "memory");
+                    }
+                }
         }
     }
     if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);
