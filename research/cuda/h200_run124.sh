@@ -16,7 +16,8 @@
 # arrivals and waits, no MEMBAR.GPU / CCTL.IVALL a unit) beside TCW_CLUSTER = 1, green-checked
 # and in the kernel table and the BF16 TTFT.
 # Reordered in the thirty-fifth session (device time was short): the cluster parts first, the
-# TCW_UPB_Q parts only while time is left (elapsed-time guards).
+# TCW_UPB_Q parts only while time is left (elapsed-time guards). Its `left` and `ttft` moved to
+# run_lib.sh afterwards (same commands).
 # Usage: h200_run124.sh MEMRA OUT_DIR [SECONDS] (about 5-9 minutes)
 set -u
 N=$1; O=$2; B=${3:-580}  # B: seconds the call may run
@@ -30,7 +31,6 @@ mk rows ATTN_ROWS=64
 mk rowsc ATTN_ROWS=64 TCW_CLUSTER=1 TCW_STAGES=5
 mk cc5 TCW_CLUSTER=1 TCW_CLUSTER_CTA=1 TCW_STAGES=5
 mk rowscc ATTN_ROWS=64 TCW_CLUSTER=1 TCW_CLUSTER_CTA=1 TCW_STAGES=5
-left() { [ $(( $(date +%s) - t0 )) -lt $1 ] || { step "no time left for: $2"; return 1; }; }
 step "probe_multicast"
 cl=0
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -47,15 +47,6 @@ timeout 150 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q
   --variants "$V" > "$O/kbench.txt" 2>&1
 grep -E "defines|^linear |rror" "$O/kbench.txt" | awk '/defines/ { h = "=="; n = split($0, a, /[{}, ]+/);
   for (i = 1; i <= n; i++) if (a[i] ~ /^TCW/) h = h " " a[i]; print h; next } { print }' | cut -c1-120 | tee -a "$L"
-ttft() {  # ttft DTYPE CONFIG...
-  local d=$1 c; shift
-  for c in "$@"; do
-    left $((B - 40)) "ttft $d $c" || return
-    step "ttft $d 1024, $c"
-    timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
-      --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
-  done
-}
 [ $cl = 1 ] && ttft bf16 rows rowsc rowscc rowscc rowsc rows
 if [ $cl = 1 ] && left $((B - 160)) "green cc5"; then
   green cc5 || step "TCW_CLUSTER_CTA not green: its timings above do not count"

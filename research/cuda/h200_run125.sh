@@ -22,16 +22,6 @@ set -u
 N=$1; O=$2; B=${3:-580}  # B: seconds the call may run
 source "$(dirname "$0")/run_lib.sh"
 run_start any
-left() { [ $(( $(date +%s) - t0 )) -lt $1 ] || { step "no time left for: $2"; return 1; }; }
-ttft() {  # ttft DTYPE CONFIG...
-  local d=$1 c; shift
-  for c in "$@"; do
-    left $((B - 40)) "ttft $d $c" || return
-    step "ttft $d 1024, $c"
-    timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
-      --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
-  done
-}
 mk base
 mk rows ATTN_ROWS=64
 for s in 4 5 6; do mk ws$s TCW_BULK=1 TCW_WS=1 TCW_STAGES=$s; done

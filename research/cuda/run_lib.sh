@@ -3,7 +3,9 @@
 # copies as the record of what ran). Sets L (the log), t0; `step` logs a timed heading, `mk NAME
 # K=V ...` writes /tmp/c-NAME.toml with those kernel defines, `green CONFIG` runs the self-check
 # (f32 and f16 cache) and the CUDA gate lanes tiny and qwen3 with /tmp/c-CONFIG.toml and fails
-# unless all pass.
+# unless all pass. `left SECONDS WHAT` fails (and says so) once SECONDS have passed since
+# run_start; `ttft DTYPE CONFIG...` times the 1,024-token TTFT (N = 5) of each config in turn
+# while B - 40 seconds have not passed (B: the seconds the call may run, set by the script).
 # Usage: N=MEMRA O=OUT_DIR; source research/cuda/run_lib.sh; run_start h200-only|any
 run_start() {
   L=$O/log.txt
@@ -31,4 +33,14 @@ green() {
     grep -q " 0 failed" "$O/gates-$g.txt" || ok=1
   done
   return $ok
+}
+left() { [ $(( $(date +%s) - t0 )) -lt $1 ] || { step "no time left for: $2"; return 1; }; }
+ttft() {  # ttft DTYPE CONFIG...
+  local d=$1 c; shift
+  for c in "$@"; do
+    left $((B - 40)) "ttft $d $c" || return
+    step "ttft $d 1024, $c"
+    timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
+      --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
+  done
 }
