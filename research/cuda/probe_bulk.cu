@@ -10,9 +10,11 @@
 // weights in L2, as in the GEMM). Chunk i of unit v lies at ((i * 64 + v % 64) * C) (the GEMM's
 // layout: token blocks and row tiles nu units apart) or, with `contig`, at v % 64 * U + i * C.
 // Modes: cp.async (16 bytes a thread, a commit group a unit, as the shipped ring); bulk copies of
-// C bytes issued by lane i % 32 of warp 0 (TCW_WS's issue), or all by lane 0.
+// C bytes issued by lane i % 32 of warp 0 (TCW_WS's issue), or all by lane 0; one 3-D tensor copy
+// a unit (a tensor map over the same scattered layout: box 256 x 8 bytes, 1 unit, all chunks).
 // Prints the rate a block (bytes a clock, from clock64 in block 0) and the grid's GB/s.
-// Build and run on the GPU machine: nvcc -O2 -arch=sm_90a -o /tmp/pb probe_bulk.cu && /tmp/pb
+// Build and run on the GPU machine: nvcc -O2 -arch=sm_90a -o /tmp/pb probe_bulk.cu -lcuda && /tmp/pb
+#include <cuda.h>
 #include <cstdio>
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -24,9 +26,11 @@ __device__ __forceinline__ void bar_wait(u32 bar, u32 parity) {
                  : "memory");
 }
 
-// mode 0: cp.async; 1: bulk, copies spread over warp 0's lanes; 2: bulk, all by lane 0.
+// mode 0: cp.async; 1: bulk, copies spread over warp 0's lanes; 2: bulk, all by lane 0; 3: one
+// tensor copy a unit by lane 0 (C = 2,048).
 extern "C" __global__ void __launch_bounds__(NTH) probe(const unsigned char* src, int mode, int C, int U, int contig,
-                                                        int units, float* sink, u64* cycles) {
+                                                        int units, float* sink, u64* cycles,
+                                                        const __grid_constant__ CUtensorMap tmap) {
     extern __shared__ __align__(128) unsigned char sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nch = U / C;
     const u32 base = (u32)__cvta_generic_to_shared(sm), bar0 = base + STAGES * U;
@@ -47,6 +51,15 @@ extern "C" __global__ void __launch_bounds__(NTH) probe(const unsigned char* src
         } else if (warp == 0) {
             if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(U) : "memory");
             __syncwarp();
+            if (mode == 3) {
+                if (lane == 0)
+                    asm volatile(
+                        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+                        "[%5];\n" ::"r"(dst),
+                        "l"(&tmap), "r"(0), "r"(v % NU), "r"(0), "r"(bar)
+                        : "memory");
+                return;
+            }
             for (int i = mode == 1 ? lane : (lane == 0 ? 0 : nch); i < nch; i += mode == 1 ? 32 : 1)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                                  dst + i * C),
@@ -100,10 +113,26 @@ int main() {
         {"bulk 4 KiB x 6, lanes", 1, 4096, 24576, 0, 1},
         {"bulk 8 KiB x 3, lanes", 1, 8192, 24576, 0, 1},
         {"bulk 24 KiB x 1, contiguous", 1, 24576, 24576, 1, 1},
+        {"tensor 3-D, 24 KiB a copy (2 KiB x 12)", 3, 2048, 24576, 0, 1},
         {"cp.async, 2 blocks an SM", 0, 2048, 24576, 0, 2},
         {"bulk 2 KiB x 12, 2 blocks an SM", 1, 2048, 24576, 0, 2},
         {"bulk 24 KiB x 1, 2 blocks an SM", 1, 24576, 24576, 1, 2},
+        {"tensor 3-D, 2 blocks an SM", 3, 2048, 24576, 0, 2},
     };
+    // The tensor map of mode 3: dims (256 x u64, NU units, 12 chunks), strides 2,048 and NU x
+    // 2,048 bytes, so element (e, v, i) is byte (i NU + v) 2,048 + 8 e: the scattered layout.
+    CUtensorMap tmap;
+    {
+        cuuint64_t dims[3] = {256, NU, 12}, strides[2] = {2048, (cuuint64_t)NU * 2048};
+        cuuint32_t box[3] = {256, 1, 12}, es[3] = {1, 1, 1};
+        const CUresult r = cuTensorMapEncodeTiled(&tmap, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, src, dims, strides, box, es,
+                                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            printf("cuTensorMapEncodeTiled: error %d\n", (int)r);
+            return 1;
+        }
+    }
     const int units = 1024;
     printf("%-36s %10s %12s %10s\n", "case", "us", "B/clk/block", "GB/s");
     for (auto& c : cases) {
@@ -115,7 +144,7 @@ int main() {
             cudaEventCreate(&a);
             cudaEventCreate(&b);
             cudaEventRecord(a);
-            probe<<<blocks, NTH, smem>>>(src, c.mode, c.C, c.U, c.contig, units, sink, cyc);
+            probe<<<blocks, NTH, smem>>>(src, c.mode, c.C, c.U, c.contig, units, sink, cyc, tmap);
             cudaEventRecord(b);
             cudaEventSynchronize(b);
             float ms = 0;
