@@ -642,6 +642,12 @@ __device__ __forceinline__ void reduce_swiglu4_store(const float* part, const fl
 }
 
 // ---- Hopper's warpgroup MMA and bulk copies (linear_tcw.cu, linear_tck.cu; sm_90a only) ----
+// A tensor map (CUDA driver API `CUtensorMap`: 128 opaque bytes, 64-byte aligned) as a kernel
+// parameter (`const __grid_constant__`, TCW_TMA = 1); the host encodes it with
+// cuTensorMapEncodeTiled.
+struct __align__(64) TmaMap {
+    unsigned long long v[16];
+};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TCW_HAVE_WGMMA 1
 // A shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4,

@@ -90,6 +90,17 @@
 #ifndef TCW_WS
 #define TCW_WS 0
 #endif
+// 1 (with TCW_WS = 1): the producer warp's copies are tensor copies (cp.async.bulk.tensor.3d, the
+// TMA's tiled mode) through tensor maps the host encodes per launch (kernel parameters, 128 bytes
+// each: `tcw_maps` in linear_tcg.rs): one copy a unit for x (16 token blocks; TCW_CLUSTER: this
+// block's 8, multicast), one for the weights of the block's 4 TCW_WG row tiles, one for their
+// scales (Q8_0, Q4_K) and one for Q4_K's Σx, instead of 24 1-D bulk copies of 1 KiB or less.
+// Run 125 (H100): the 1-D copies make TCW_WS 1.84x slower than the cp.async ring at any stage
+// count (a rate, not a latency). Boxes past the matrix or the slab are zero-filled and count their
+// full bytes on the barrier. Copies only: no bits change.
+#ifndef TCW_TMA
+#define TCW_TMA 0
+#endif
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -162,6 +173,24 @@ __device__ __forceinline__ void tcw_bulk_mc(u32 dst, const void* src, u32 bytes,
         "l"(src), "r"(bytes), "r"(bar), "h"(both)
         : "memory");
 }
+// TCW_TMA: the box at coordinates (c0, c1, c2) of the 3-D tensor map `map` (a kernel parameter's
+// address) to shared offset `dst`, completing on the mbarrier at offset `bar`; with `mc` (TCW_CLUSTER)
+// into both blocks of the cluster.
+__device__ __forceinline__ void tcw_tma3(u32 dst, const TmaMap* map, int c0, int c1, int c2, u32 bar, bool mc) {
+    const unsigned short both = 3;
+    if (mc)
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+            "%3, %4}], [%5], %6;\n" ::"r"(dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(both)
+            : "memory");
+    else
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+                dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+            : "memory");
+}
 // One arrival on the mbarrier at shared offset `bar` of block `rank` of the cluster, with default
 // semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: the stage it frees was
 // read only by wgmma and shared loads complete before the block's barrier. Run 124 (H100): the
@@ -223,7 +252,8 @@ template <int F>
 __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, const float* __restrict__ bias, Outs y,
                                                 int m_base, int mc, int K, int R, int slices,
-                                                const float* __restrict__ xsum, int ld) {
+                                                const float* __restrict__ xsum, int ld, const TmaMap* mx,
+                                                const TmaMap* mw, const TmaMap* ms, const TmaMap* mxs) {
 #if TCW_HAVE_WGMMA
     static_assert(TCW_STAGES >= 2, "a unit is staged while the one before it runs");
     constexpr int P = QTC_XSPLIT;
@@ -334,6 +364,19 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     auto bulk_load = [&](int u, int buf) {
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
         const u32 bar = bar0 + 8 * buf;
+        if (TCW_TMA) {
+            // One tensor copy an operand, by lanes 0-3; every box full (zero-filled past the
+            // matrix or the slab). x: this block's token blocks (TCW_CLUSTER: its half of them,
+            // into both blocks, whose full barriers expect the whole unit).
+            if (lane == 0) tcw_bar_expect(bar, X_UNIT + MT * (WB + SB) + XSB);
+            __syncwarp();
+            const int xr = TCW_CLUSTER ? 8 * (int)rank : 0;
+            if (lane == 0) tcw_tma3(base + xr * (P * 512), mx, 0, u, tb0 + xr, bar, TCW_CLUSTER);
+            else if (lane == 1) tcw_tma3(base + X_UNIT, mw, 0, u, tile0, bar, false);
+            else if (lane == 2 && SB > 0) tcw_tma3(base + X_UNIT + MT * WB, ms, 0, u, tile0, bar, false);
+            else if (lane == 3 && XSB > 0) tcw_tma3(base + XS_OFF, mxs, 4 * tb0, u, 0, bar, false);
+            return;
+        }
         if (lane == 0)
             tcw_bar_expect(bar, nxb * (P * 512) + nwt * (WB + SB) + XSB);
         __syncwarp();
@@ -430,6 +473,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
     static_assert(!TCW_CLUSTER || ((!TCW_BULK || TCW_WS) && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 or TCW_WS 1, and one unit a group");
     static_assert(!TCW_WS || TCW_BULK, "TCW_WS needs TCW_BULK 1");
+    // Tensor copies write to 128-byte aligned shared addresses.
+    static_assert(!TCW_TMA || (TCW_WS && STAGE % 128 == 0 && X_UNIT % 128 == 0 && (MT * WB) % 128 == 0 && XS_OFF % 128 == 0),
+                  "TCW_TMA needs TCW_WS 1 and 128-byte aligned operands");
     if (TCW_WS) {
         // "full" barriers at bar0 + 8 b (count 1: the producer's expect), "empty" ones at
         // empty0 + 8 b (count: every computing warp once a unit; TCW_CLUSTER: of both blocks).
@@ -618,25 +664,37 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // Built for an architecture without wgmma: the host never launches this (QTC_GEMM = 3 needs
     // sm_90a), so reaching it is a bug; trap rather than leave y unwritten.
     (void)xs; (void)q; (void)s; (void)bias; (void)y; (void)m_base; (void)mc; (void)K; (void)R; (void)slices;
-    (void)xsum; (void)ld;
+    (void)xsum; (void)ld; (void)mx; (void)mw; (void)ms; (void)mxs;
     __trap();
 #endif
 }
 
+// TCW_TMA: every entry's last parameters are the tensor maps of x, the weights, the scales and
+// Q4_K's Σx (unused ones zeros), in that order (linear_tcg.rs, `tcw_maps`).
+#if TCW_TMA
+#define TCW_MAP_PARAMS                                                                                \
+    , const __grid_constant__ TmaMap mx, const __grid_constant__ TmaMap mw, const __grid_constant__ TmaMap ms, \
+        const __grid_constant__ TmaMap mxs
+#define TCW_MAP_ARGS &mx, &mw, &ms, &mxs
+#else
+#define TCW_MAP_PARAMS
+#define TCW_MAP_ARGS nullptr, nullptr, nullptr, nullptr
+#endif
+
 #define LINEAR_TCW(name, F)                                                                         \
     extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)                    \
         name(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,        \
-             int m_base, int mc, int slices) { pdl_entry();                                        \
-        linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, nullptr, 0);         \
+             int m_base, int mc, int slices TCW_MAP_PARAMS) { pdl_entry();                         \
+        linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, nullptr, 0, TCW_MAP_ARGS); \
     }
 
 LINEAR_TCW(linear_tcw_bf16, TC_BF16)
 LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 
-// Q4_K (QTC_Q4_K = 2): LINEAR_TCW's arguments, then tcw_xsum's output and its ld.
+// Q4_K (QTC_Q4_K = 2): LINEAR_TCW's arguments, then tcw_xsum's output and its ld (then TCW_TMA's maps).
 extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)
     linear_tcw_q4_k(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS, int m_base,
-                    int mc, int slices, const float* xsum, int ld) {
+                    int mc, int slices, const float* xsum, int ld TCW_MAP_PARAMS) {
     pdl_entry();
-    linear_tcw_impl<TC_Q4_K>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, xsum, ld);
+    linear_tcw_impl<TC_Q4_K>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, xsum, ld, TCW_MAP_ARGS);
 }

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 98] = [
+pub const KERNEL_DEFINES: [&str; 99] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -88,6 +88,7 @@ pub const KERNEL_DEFINES: [&str; 98] = [
     "TCW_UPB_Q",
     "TCW_CLUSTER",
     "TCW_WS",
+    "TCW_TMA",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -224,6 +225,10 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
         anyhow::bail!(
             "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_UPB and TCW_UPB_Q = 1 and TCW_WG at most 2"
         );
+    }
+    // The tensor copies are the producer warp's.
+    if tck("TCW_TMA", 0) == 1 && tck("TCW_WS", 0) == 0 {
+        anyhow::bail!("kernel_defines.TCW_TMA = 1 needs TCW_WS = 1 (and so TCW_BULK = 1)");
     }
     Ok(())
 }

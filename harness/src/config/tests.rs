@@ -256,6 +256,8 @@ fn kernel_define_values_are_checked_by_kind() {
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"").expect("warp-specialized");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_CLUSTER = \"1\"")
         .expect("warp-specialized cluster");
+    resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_CLUSTER = \"1\"")
+        .expect("tensor copies, cluster");
     assert_eq!(
         c.kernel_defines.get("TCW_STAGES").map(String::as_str),
         Some("6")
@@ -333,6 +335,11 @@ fn kernel_define_values_are_checked_by_kind() {
             "TCW_WG at most 2",
         ),
         ("TCW_WS = \"2\"", "\"0\" or \"1\""),
+        (
+            "TCW_TMA = \"1\"\nTCW_BULK = \"1\"",
+            "TCW_TMA = 1 needs TCW_WS = 1",
+        ),
+        ("TCW_TMA = \"2\"", "\"0\" or \"1\""),
         ("TCW_UPB = \"0\"", "TCW_UPB must be 1 to 4"),
         ("TCW_UPB_Q = \"5\"", "TCW_UPB_Q must be 1 to 4"),
         (

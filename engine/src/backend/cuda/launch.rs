@@ -69,6 +69,9 @@ pub struct Launch<'a> {
     dev: &'a CudaDevice,
     f: &'a CudaFunction,
     vals: Vec<u64>,
+    /// Tensor-map arguments (128 bytes each, passed by value): (position in the argument list,
+    /// the map), boxed so that their addresses stay put.
+    maps: Vec<(usize, Box<sys::CUtensorMap>)>,
     /// Blocks a cluster along y (1: no cluster).
     cluster_y: u32,
 }
@@ -79,6 +82,7 @@ impl<'a> Launch<'a> {
             dev,
             f,
             vals: Vec::with_capacity(16),
+            maps: Vec::new(),
             cluster_y: 1,
         }
     }
@@ -100,6 +104,15 @@ impl<'a> Launch<'a> {
         self
     }
 
+    /// Appends a tensor map (a `const __grid_constant__` 128-byte parameter, kernels/common.cuh's
+    /// `TmaMap`), passed by value: the driver copies it at the launch (and a graph capture keeps
+    /// that copy).
+    pub fn arg_map(&mut self, map: sys::CUtensorMap) -> &mut Self {
+        self.maps.push((self.vals.len(), Box::new(map)));
+        self.vals.push(0);
+        self
+    }
+
     /// Queues the kernel on the device's stream (with programmatic stream serialization when the
     /// device enables PDL). Errors: the driver's, e.g. an invalid configuration.
     ///
@@ -113,6 +126,9 @@ impl<'a> Launch<'a> {
             .iter_mut()
             .map(|v| v as *mut u64 as *mut std::ffi::c_void)
             .collect();
+        for (i, map) in self.maps.iter_mut() {
+            ptrs[*i] = map.as_mut() as *mut sys::CUtensorMap as *mut std::ffi::c_void;
+        }
         // SAFETY: a zeroed attribute is a valid value of this plain C struct; the union member
         // set is the one the attribute id names.
         let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::with_capacity(2);
@@ -149,7 +165,8 @@ impl<'a> Launch<'a> {
             numAttrs: attrs.len() as u32,
         };
         // SAFETY: `config` and `attrs` outlive the call; `ptrs` holds one pointer per argument,
-        // each to 8 bytes that live until the call returns (the driver copies them); the caller
+        // each to 8 bytes (a tensor map: 128) that live until the call returns (the driver
+        // copies them); the caller
         // guarantees the argument list matches the kernel.
         unsafe {
             sys::cuLaunchKernelEx(

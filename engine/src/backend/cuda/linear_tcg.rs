@@ -5,9 +5,10 @@
 //! QTC_GEMM = 3 (kernels/linear_tcw.cu, sm_90a only): Hopper's warpgroup MMA, which run 61 found
 //! bit-identical to mma.sync m16n8k16.
 
+use super::launch::KernelArg;
 use super::linear_tc::{Epilogue, SK_SCRATCH_FLOATS, SMEM_MAX, TC_TILE_ROWS};
 use super::ops::{check, i32_of, push_bias_outs, DevMatrix};
-use super::CudaDevice;
+use super::{tma, CudaDevice};
 use crate::error::{Error, Result};
 use crate::quant::DType;
 use cudarc::driver::{CudaSlice, LaunchConfig};
@@ -152,6 +153,9 @@ struct SlabForm {
     /// Blocks a cluster along the rows (TCW_CLUSTER: 2, the grid's y rounded up to a multiple;
     /// a block past the last row tile copies its share of x and stores nothing); else 1.
     cluster_y: u32,
+    /// TCW_TMA: the entry takes the tensor maps of [`tma::tcw_map_shapes`] after its other
+    /// arguments (parts and warpgroups as the form's).
+    tma: Option<(u32, u32)>,
 }
 
 impl CudaDevice {
@@ -194,6 +198,7 @@ impl CudaDevice {
             threads: 512,
             smem,
             cluster_y: 1,
+            tma: None,
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
@@ -244,6 +249,7 @@ impl CudaDevice {
             threads: 128 * wg + if ws { 32 } else { 0 },
             smem,
             cluster_y: if cluster { 2 } else { 1 },
+            tma: (self.define("TCW_TMA", 0) == 1).then_some((parts, wg)),
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
@@ -468,6 +474,36 @@ impl CudaDevice {
             b.arg(&bi).arg(&ci).arg(&si);
             if let Some((_, xsb)) = &xsum {
                 b.arg(xsb.as_ref().expect("made by scratch")).arg(&li);
+            }
+            if let Some((parts, wg)) = form.tma {
+                let shapes = tma::tcw_map_shapes(
+                    w.dtype,
+                    parts,
+                    wg,
+                    form.cluster_y > 1,
+                    k,
+                    mc.div_ceil(8),
+                    tiles as usize,
+                    ld,
+                )?;
+                let st = self.stream();
+                let xsb = xsum
+                    .as_ref()
+                    .map(|(_, b)| b.as_ref().expect("made by scratch"));
+                let ptrs = [
+                    Some(xs.bits(st)),
+                    Some(w.data.bits(st)),
+                    w.aux.as_ref().map(|a| a.bits(st)),
+                    xsb.map(|a| a.bits(st)),
+                ];
+                for (shape, ptr) in shapes.iter().zip(ptrs) {
+                    b.arg_map(match (shape, ptr) {
+                        (Some(sh), Some(p)) => tma::encode(p, sh)?,
+                        // SAFETY: a zeroed map is a valid value of this plain C struct; the
+                        // entry never reads a map its format has no operand for.
+                        _ => unsafe { std::mem::zeroed() },
+                    });
+                }
             }
             b.cluster_y(form.cluster_y);
             let cfg = LaunchConfig {

@@ -17,6 +17,7 @@ pub mod selfcheck;
 mod selfcheck_gated;
 mod selfcheck_sample;
 pub mod tc_layout;
+pub mod tma;
 
 use crate::error::{Error, Result};
 use compile::{ImageKind, KernelOptions};
