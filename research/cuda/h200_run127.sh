@@ -24,7 +24,12 @@ mk tma TCW_BULK=1 TCW_WS=1 TCW_TMA=1
 mk tmac TCW_BULK=1 TCW_WS=1 TCW_TMA=1 TCW_CLUSTER=1 TCW_STAGES=5
 mk rowstma ATTN_ROWS=64 TCW_BULK=1 TCW_WS=1 TCW_TMA=1
 mk rowstmac ATTN_ROWS=64 TCW_BULK=1 TCW_WS=1 TCW_TMA=1 TCW_CLUSTER=1 TCW_STAGES=5
+mk tmaq QTC_Q4_K=2 TCW_BULK=1 TCW_WS=1 TCW_TMA=1
 green tma || { step "TCW_TMA not green: no timing"; exit 1; }
+# Q4_K on the wgmma form (its scale and Σx maps): the self-check before any Q4_K timing.
+step "self-check, f32 cache, config tmaq"
+timeout 100 $N --config /tmp/c-tmaq.toml probe --self-check > "$O/sc-tmaq.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/sc-tmaq.txt" | tail -3 | cut -c1-200 | tee -a "$L"
 tc=0
 step "self-check, f32 cache, config tmac"
 timeout 100 $N --config /tmp/c-tmac.toml probe --self-check > "$O/sc-tmac.txt" 2>&1
