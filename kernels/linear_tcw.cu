@@ -92,7 +92,7 @@
 #endif
 // 1 (with TCW_WS = 1): the producer warp's copies are tensor copies (cp.async.bulk.tensor.3d, the
 // TMA's tiled mode) through tensor maps the host encodes per launch (kernel parameters, 128 bytes
-// each: `tma::tcw_map_shapes` in engine/src/backend/cuda/tma.rs): one copy a unit for x (16 token blocks; TCW_CLUSTER: this
+// each; engine/src/backend/cuda/tma.rs): one copy a unit for x (16 token blocks; TCW_CLUSTER: this
 // block's 8, multicast), one for the weights of the block's 4 TCW_WG row tiles, one for their
 // scales (Q8_0, Q4_K) and one for Q4_K's Σx, instead of 24 1-D bulk copies of 1 KiB or less.
 // Run 125 (H100): the 1-D copies make TCW_WS 1.84x slower than the cp.async ring at any stage
