@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 42] = [
+    let sets: [&[(&str, &str)]; 43] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -309,7 +309,16 @@ fn linear_switches_compile() {
             ("TCW_CLUSTER", "1"),
             ("TCW_STAGES", "5"),
         ],
-        // Its copies as tensor copies through tensor maps (TCW_TMA), in clusters of 2, 3 parts.
+        // Its copies as tensor copies through tensor maps (TCW_TMA), 2 parts and Q4_K; then in
+        // clusters of 2, 3 parts.
+        &[
+            ("QTC_GEMM", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("QTC_Q4_K", "2"),
+            ("TCW_BULK", "1"),
+            ("TCW_WS", "1"),
+            ("TCW_TMA", "1"),
+        ],
         &[
             ("QTC_GEMM", "3"),
             ("QTC_Q4_K", "2"),
