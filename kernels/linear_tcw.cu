@@ -96,8 +96,8 @@
 // block's 8, multicast), one for the weights of the block's 4 TCW_WG row tiles, one for their
 // scales (Q8_0, Q4_K) and one for Q4_K's Σx, instead of 24 1-D bulk copies of 1 KiB or less.
 // Run 125 (H100): the 1-D copies make TCW_WS 1.84x slower than the cp.async ring at any stage
-// count (a rate, not a latency). Boxes past the matrix or the slab are zero-filled and count their
-// full bytes on the barrier. Copies only: no bits change.
+// count (a rate, not a latency). Boxes partly past the matrix or the slab are zero-filled and count
+// their full bytes on the barrier; none lies wholly outside. Copies only: no bits change.
 #ifndef TCW_TMA
 #define TCW_TMA 0
 #endif
@@ -365,16 +365,26 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
         const u32 bar = bar0 + 8 * buf;
         if (TCW_TMA) {
-            // One tensor copy an operand, by lanes 0-3; every box full (zero-filled past the
-            // matrix or the slab). x: this block's token blocks (TCW_CLUSTER: its half of them,
-            // into both blocks, whose full barriers expect the whole unit).
-            if (lane == 0) tcw_bar_expect(bar, X_UNIT + MT * (WB + SB) + XSB);
+            // One tensor copy an operand, by lanes 0-3; a box partly past the matrix or the slab
+            // is zero-filled and counts its full bytes. x: this block's token blocks
+            // (TCW_CLUSTER: its half of them, into both blocks, whose full barriers expect both
+            // halves). No box lies wholly outside its tensor: rank 1's half of x is not copied
+            // (nor expected) when the slab has no token block past tb0 + 7, a block past the
+            // last row tile copies no weights (their stale shared memory, as TCW_BULK's, only
+            // reaches outputs that are never stored).
+            const bool xh = !TCW_CLUSTER || nxb > 8;
+            if (lane == 0) tcw_bar_expect(bar, (xh ? X_UNIT : X_UNIT / 2) + (nwt > 0 ? MT * (WB + SB) : 0) + XSB);
             __syncwarp();
             const int xr = TCW_CLUSTER ? 8 * (int)rank : 0;
-            if (lane == 0) tcw_tma3(base + xr * (P * 512), mx, 0, u, tb0 + xr, bar, TCW_CLUSTER);
-            else if (lane == 1) tcw_tma3(base + X_UNIT, mw, 0, u, tile0, bar, false);
-            else if (lane == 2 && SB > 0) tcw_tma3(base + X_UNIT + MT * WB, ms, 0, u, tile0, bar, false);
-            else if (lane == 3 && XSB > 0) tcw_tma3(base + XS_OFF, mxs, 4 * tb0, u, 0, bar, false);
+            if (lane == 0) {
+                if (rank == 0 || xh) tcw_tma3(base + xr * (P * 512), mx, 0, u, tb0 + xr, bar, TCW_CLUSTER);
+            } else if (lane == 1 && nwt > 0) {
+                tcw_tma3(base + X_UNIT, mw, 0, u, tile0, bar, false);
+            } else if (lane == 2 && SB > 0 && nwt > 0) {
+                tcw_tma3(base + X_UNIT + MT * WB, ms, 0, u, tile0, bar, false);
+            } else if (lane == 3 && XSB > 0) {
+                tcw_tma3(base + XS_OFF, mxs, 4 * tb0, u, 0, bar, false);
+            }
             return;
         }
         if (lane == 0)
