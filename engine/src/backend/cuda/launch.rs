@@ -166,8 +166,7 @@ impl<'a> Launch<'a> {
         };
         // SAFETY: `config` and `attrs` outlive the call; `ptrs` holds one pointer per argument,
         // each to 8 bytes (a tensor map: 128) that live until the call returns (the driver
-        // copies them); the caller
-        // guarantees the argument list matches the kernel.
+        // copies them); the caller guarantees the argument list matches the kernel.
         unsafe {
             sys::cuLaunchKernelEx(
                 &config,
