@@ -101,6 +101,16 @@
 #ifndef TCW_TMA
 #define TCW_TMA 0
 #endif
+// 0 (with TCW_WS = 1): the Q8_0 and Q4_K entries keep the cp.async ring (as TCW_BULK = TCW_WS =
+// TCW_TMA = 0) while the BF16 entries take the producer warp. Run 127 (H200, M = 1,024, TCW_TMA):
+// BF16 gate+up -11%, down -12%, but Q8_0 and Q4_K +4 to +23% on every shape. Copies only: no
+// bits change. 1 (the default with TCW_WS = 1): every format as TCW_WS says.
+#ifndef TCW_WS_Q
+#define TCW_WS_Q TCW_WS
+#endif
+// Whether format F's entries keep the cp.async ring under TCW_WS_Q = 0, and their producer warp.
+#define TCW_Q_RING(F) ((F) != TC_BF16 && TCW_WS && !TCW_WS_Q)
+#define TCW_WS_OF(F) (TCW_Q_RING(F) ? 0 : TCW_WS)
 #define TCW_N 128  // tokens a block
 
 // x as bf16 parts in wgmma's K-major core-matrix order. x: [m_base + mc, K] f32 (tokens m_base ..
@@ -264,6 +274,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     constexpr int XSB = F == TC_Q4_K ? 4 * TCW_N : 0;  // Q4_K: Σx of the block's tokens
     constexpr int X_UNIT = P * (TCW_N / 8) * 512;  // [token block][part][k-block][8][8] bf16
     constexpr int STAGE = X_UNIT + MT * (WB + SB) + XSB;
+    // This format's copy form: TCW_BULK, TCW_WS and TCW_TMA, or the cp.async ring (TCW_WS_Q = 0).
+    constexpr bool QR = TCW_Q_RING(F);
+    constexpr int BULK = QR ? 0 : TCW_BULK, WSP = QR ? 0 : TCW_WS, TMA = QR ? 0 : TCW_TMA;
     extern __shared__ __align__(128) u8 tcw_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -307,7 +320,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         wsrc[i] = wok[i] ? q + (size_t)(tile0 + tl) * nu * WB + off * 16 : q;
         // BF16: each lane's two 16-byte halves to two planes of 32 (conflict-free loads); the
         // bulk copies keep the global order.
-        wdst[i] = X_UNIT + tl * WB + (F == TC_BF16 && !TCW_BULK ? (off & 1) * 32 + (off >> 1) : off) * 16;
+        wdst[i] = X_UNIT + tl * WB + (F == TC_BF16 && !BULK ? (off & 1) * 32 + (off >> 1) : off) * 16;
     }
     const u8* ssrc[SI > 0 ? SI : 1];
     u32 sdst[SI > 0 ? SI : 1];
@@ -364,7 +377,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     auto bulk_load = [&](int u, int buf) {
         const u32 base = (u32)__cvta_generic_to_shared(tcw_smem + buf * STAGE);
         const u32 bar = bar0 + 8 * buf;
-        if (TCW_TMA) {
+        if (TMA) {
             // One tensor copy an operand, by lanes 0-3; a box partly past the matrix or the slab
             // is zero-filled and counts its full bytes. x: this block's token blocks
             // (TCW_CLUSTER: its half of them, into both blocks, whose full barriers expect both
@@ -431,7 +444,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             q4x16_to_bf16_frags(c.x, c.y, a);
             q4k_unit_factors(reinterpret_cast<const u32*>(W + MT * WB + tl * 32)[g], dv.x, dv.y, d, ml);
         } else {
-            tc_staged_a<F, !TCW_BULK>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
+            tc_staged_a<F, !BULK>(W + tl * WB, W + MT * WB + tl * 32, lane, a, d);
         }
     };
     // Issue half `hn`'s MMAs of unit u (k-half 0 then 1, parts in order; the first from 0).
@@ -481,12 +494,12 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     constexpr int UPB = F == TC_BF16 ? TCW_UPB : TCW_UPB_Q, AHEAD = TCW_STAGES - UPB - TCW_CLUSTER;
     static_assert(UPB >= 1 && UPB <= 4, "TCW_UPB and TCW_UPB_Q are 1 to 4");
     static_assert(AHEAD >= UPB, "TCW_STAGES must be at least twice TCW_UPB and TCW_UPB_Q");
-    static_assert(!TCW_CLUSTER || ((!TCW_BULK || TCW_WS) && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 or TCW_WS 1, and one unit a group");
-    static_assert(!TCW_WS || TCW_BULK, "TCW_WS needs TCW_BULK 1");
+    static_assert(!TCW_CLUSTER || ((!BULK || WSP) && UPB == 1), "TCW_CLUSTER needs TCW_BULK 0 or TCW_WS 1, and one unit a group");
+    static_assert(!WSP || BULK, "TCW_WS needs TCW_BULK 1");
     // Tensor copies write to 128-byte aligned shared addresses.
-    static_assert(!TCW_TMA || (TCW_WS && STAGE % 128 == 0 && X_UNIT % 128 == 0 && (MT * WB) % 128 == 0 && XS_OFF % 128 == 0),
+    static_assert(!TMA || (WSP && STAGE % 128 == 0 && X_UNIT % 128 == 0 && (MT * WB) % 128 == 0 && XS_OFF % 128 == 0),
                   "TCW_TMA needs TCW_WS 1 and 128-byte aligned operands");
-    if (TCW_WS) {
+    if (WSP) {
         // "full" barriers at bar0 + 8 b (count 1: the producer's expect), "empty" ones at
         // empty0 + 8 b (count: every computing warp once a unit; TCW_CLUSTER: of both blocks).
         if (tid == 0) {
@@ -530,7 +543,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             if (tid == 0 && i < nu) x_multicast(i, i);
             asm volatile("cp.async.commit_group;\n" ::);
         }
-    } else if (TCW_BULK) {
+    } else if (BULK) {
         if (tid == 0)
             for (int i = 0; i < TCW_STAGES; ++i) tcw_bar_init(bar0 + 8 * i);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -573,9 +586,9 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
         for (int j = 0; j < UPB; ++j) {
             const int v = u + AHEAD + j;
-            if (TCW_WS) {
+            if (WSP) {
                 // The producer warp stages every unit.
-            } else if (TCW_BULK) {
+            } else if (BULK) {
                 if (j == 0) __syncthreads();
                 if (warp == 0 && v < nu) bulk_load(v, v % TCW_STAGES);
             } else {
@@ -598,7 +611,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         }
         // Bulk copies: unit u + j's copies complete, its buffer's mbarrier in phase
         // ((u + j) / TCW_STAGES) % 2 (TCW_CLUSTER: the x copies of both blocks).
-        if (TCW_BULK || TCW_CLUSTER)
+        if (BULK || TCW_CLUSTER)
 #pragma unroll
             for (int j = 0; j < UPB; ++j)
                 if (u + j < nu) tcw_bar_wait(bar0 + 8 * ((u + j) % TCW_STAGES), ((u + j) / TCW_STAGES) & 1);
@@ -635,7 +648,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         // their stages may be refilled once every computing warp has said so (TCW_CLUSTER: of
         // both blocks, on both blocks' barriers). One arrival a warp, not a thread: 8 a unit at
         // TCW_WG = 2 on the barrier's shared word instead of 256.
-        if (TCW_WS) {
+        if (WSP) {
             __syncwarp();
             if (lane == 0)
 #pragma unroll
@@ -651,7 +664,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
                 }
         }
     }
-    if (!TCW_BULK) asm volatile("cp.async.wait_group 0;\n" ::);
+    if (!BULK) asm volatile("cp.async.wait_group 0;\n" ::);
     // Element i of half hn: row 16 (tile0 + warp) + g + 8 ((i / 2) % 2), token 8 tb0 + 64 hn +
     // 8 (i / 4) + 2t + i % 2.
     const int row0 = 16 * (tile0 + tl) + g;
@@ -692,7 +705,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #endif
 
 #define LINEAR_TCW(name, F)                                                                         \
-    extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)                    \
+    extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS_OF(F), 1)                \
         name(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS,        \
              int m_base, int mc, int slices TCW_MAP_PARAMS) { pdl_entry();                         \
         linear_tcw_impl<F>(xs, q, s, bias, LIN_OUTS, m_base, mc, K, R, slices, nullptr, 0, TCW_MAP_ARGS); \
@@ -702,7 +715,7 @@ LINEAR_TCW(linear_tcw_bf16, TC_BF16)
 LINEAR_TCW(linear_tcw_q8_0, TC_Q8_0)
 
 // Q4_K (QTC_Q4_K = 2): LINEAR_TCW's arguments, then tcw_xsum's output and its ld (then TCW_TMA's maps).
-extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS, 1)
+extern "C" __global__ void __launch_bounds__(128 * TCW_WG + 32 * TCW_WS_OF(TC_Q4_K), 1)
     linear_tcw_q4_k(const uint4* xs, const u8* q, const u32* s, const float* bias, LIN_OUT_PARAMS, int m_base,
                     int mc, int slices, const float* xsum, int ld TCW_MAP_PARAMS) {
     pdl_entry();

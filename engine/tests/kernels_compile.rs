@@ -309,8 +309,9 @@ fn linear_switches_compile() {
             ("TCW_CLUSTER", "1"),
             ("TCW_STAGES", "5"),
         ],
-        // Its copies as tensor copies through tensor maps (TCW_TMA), 2 parts and Q4_K; then in
-        // clusters of 2, 3 parts.
+        // Its copies as tensor copies through tensor maps (TCW_TMA), 2 parts, BF16 alone (TCW_WS_Q
+        // = 0: Q8_0 and Q4_K on the cp.async ring, two units a group); then in clusters of 2, 3
+        // parts, every format.
         &[
             ("QTC_GEMM", "3"),
             ("QTC_XSPLIT", "2"),
@@ -318,6 +319,8 @@ fn linear_switches_compile() {
             ("TCW_BULK", "1"),
             ("TCW_WS", "1"),
             ("TCW_TMA", "1"),
+            ("TCW_WS_Q", "0"),
+            ("TCW_UPB_Q", "2"),
         ],
         &[
             ("QTC_GEMM", "3"),

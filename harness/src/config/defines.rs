@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 99] = [
+pub const KERNEL_DEFINES: [&str; 100] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -89,6 +89,7 @@ pub const KERNEL_DEFINES: [&str; 99] = [
     "TCW_CLUSTER",
     "TCW_WS",
     "TCW_TMA",
+    "TCW_WS_Q",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -215,15 +216,22 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
     }
     // The warp-specialized GEMM stages every unit by bulk copies from its producer warp, whose
     // SM sub-partition holds 3 warps: 168 registers a thread, which more units a group or a
-    // third warpgroup pass (Q4_K spills at 2 units, NVRTC 13.0).
+    // third warpgroup pass (Q4_K spills at 2 units, NVRTC 13.0). With TCW_WS_Q = 0 the Q8_0 and
+    // Q4_K entries keep the cp.async ring, so TCW_UPB_Q is theirs to set.
+    let ws_q = tck("TCW_WS_Q", tck("TCW_WS", 0));
     if tck("TCW_WS", 0) == 1
         && (tck("TCW_BULK", 0) == 0
             || upb > 1
-            || tck("TCW_UPB_Q", upb) > 1
+            || (ws_q == 1 && tck("TCW_UPB_Q", upb) > 1)
             || tck("TCW_WG", 2) == 3)
     {
         anyhow::bail!(
-            "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_UPB and TCW_UPB_Q = 1 and TCW_WG at most 2"
+            "kernel_defines.TCW_WS = 1 needs TCW_BULK = 1, TCW_UPB = 1 (and TCW_UPB_Q = 1 unless TCW_WS_Q = 0) and TCW_WG at most 2"
+        );
+    }
+    if tck("TCW_WS", 0) == 0 && ws_q == 1 {
+        anyhow::bail!(
+            "kernel_defines.TCW_WS_Q = 1 needs TCW_WS = 1 (it says which formats TCW_WS takes)"
         );
     }
     // The tensor copies are the producer warp's.

@@ -258,6 +258,10 @@ fn kernel_define_values_are_checked_by_kind() {
         .expect("warp-specialized cluster");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_CLUSTER = \"1\"")
         .expect("tensor copies, cluster");
+    resolve(
+        "TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_WS_Q = \"0\"\nTCW_UPB_Q = \"2\"",
+    )
+    .expect("tensor copies for BF16, the quantized entries on the ring, two units a group");
     assert_eq!(
         c.kernel_defines.get("TCW_STAGES").map(String::as_str),
         Some("6")
@@ -340,6 +344,12 @@ fn kernel_define_values_are_checked_by_kind() {
             "TCW_TMA = 1 needs TCW_WS = 1",
         ),
         ("TCW_TMA = \"2\"", "\"0\" or \"1\""),
+        (
+            "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WS_Q = \"1\"\nTCW_UPB_Q = \"2\"",
+            "unless TCW_WS_Q = 0",
+        ),
+        ("TCW_WS_Q = \"1\"", "TCW_WS_Q = 1 needs TCW_WS = 1"),
+        ("TCW_WS_Q = \"2\"", "\"0\" or \"1\""),
         ("TCW_UPB = \"0\"", "TCW_UPB must be 1 to 4"),
         ("TCW_UPB_Q = \"5\"", "TCW_UPB_Q must be 1 to 4"),
         (

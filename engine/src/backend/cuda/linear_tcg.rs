@@ -233,8 +233,11 @@ impl CudaDevice {
         let wg = self.define("TCW_WG", 2).max(1);
         let stages = self.define("TCW_STAGES", 4).max(2);
         let cluster = self.define("TCW_CLUSTER", 0) == 1;
-        // TCW_WS: a producer warp beside the computing warpgroups.
-        let ws = self.define("TCW_WS", 0) == 1;
+        // TCW_WS: a producer warp beside the computing warpgroups; TCW_WS_Q = 0 keeps the Q8_0
+        // and Q4_K entries on the cp.async ring (kernels/linear_tcw.cu, TCW_Q_RING), and with it
+        // off their tensor copies.
+        let ws = self.define("TCW_WS", 0) == 1
+            && (w.dtype == DType::BF16 || self.define("TCW_WS_Q", 1) == 1);
         let smem = tcw_smem_bytes(w.dtype, parts, wg, stages, cluster || ws);
         check(smem <= SMEM_MAX, || {
             format!("tiled linear: TCW_WG {wg} x TCW_STAGES {stages} need {smem} bytes of shared memory a block (at most {SMEM_MAX} bytes)")
@@ -249,6 +252,7 @@ impl CudaDevice {
             threads: 128 * wg + if ws { 32 } else { 0 },
             smem,
             cluster_y: if cluster { 2 } else { 1 },
+            // The entries take the maps whenever TCW_TMA = 1 (unused on the ring).
             tma: (self.define("TCW_TMA", 0) == 1).then_some((parts, wg)),
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
