@@ -6,13 +6,14 @@
 # 127's ATTN_ROWS = 64 and TCW_UPB_Q = 2 (base below). Any card (an H100 runs the H200 file):
 # 1. green: self-check f32 and f16, CUDA lanes tiny and qwen3 with TCW_TMA + TCW_WS_Q = 0; the
 #    self-check with QTC_Q4_K = 2 as well (Q4_K's ring at two units a group).
-# 2. BF16 TTFT of 1,024 tokens, ABBA base / tma; Q8_0 the same (should not move).
-# 3. Kernel table at M = 1,024, BF16 and Q8_0, base / tma.
+# 2. BF16 TTFT of 1,024 tokens, ABBA base / tma; Q8_0 base / tma (should not move).
+# 3. Where the BF16 prefill's GPU time goes now (ncu_prefill.sh, tma), the first since ATTN_ROWS.
+# 4. If time is left: kernel table at M = 1,024, BF16 and Q8_0, base / tma.
 # Predictions: BF16 TTFT 105.3 -> 99.5-100.5 ms on an H200 (run 127: 100.0 with every format on
 # TCW_TMA); Q8_0 TTFT unchanged (116.2 +-0.5%).
-# Usage: h200_run128.sh MEMRA OUT_DIR [SECONDS] (about 6 minutes)
+# Usage: h200_run128.sh MEMRA OUT_DIR [SECONDS] (about 7 minutes)
 set -u
-N=$1; O=$2; B=${3:-420}
+N=$1; O=$2; B=${3:-470}
 source "$(dirname "$0")/run_lib.sh"
 run_start any
 mk base
@@ -23,7 +24,12 @@ step "self-check, f32 cache, config tmaq"
 timeout 100 $N --config /tmp/c-tmaq.toml probe --self-check > "$O/sc-tmaq.txt" 2>&1
 grep -E "self-check: |FAIL|rror" "$O/sc-tmaq.txt" | tail -3 | cut -c1-200 | tee -a "$L"
 ttft bf16 base tma tma base
-ttft q8_0 base tma tma base
+ttft q8_0 base tma
+left $((B - 100)) "ncu prefill" || exit 0
+step "ncu prefill BF16 1024, tma"
+mkdir -p "$O/ncu"
+timeout 95 bash "$(dirname "$0")/ncu_prefill.sh" "$N" "$O/ncu" synth:llama-3.1-8b:bf16 1024 4000 --config /tmp/c-tma.toml 2>&1 | tee -a "$L"
+tail -2 "$O/ncu/ncu-prefill.err" | cut -c1-200 | tee -a "$L"
 left $((B - 50)) "kernel table" || exit 0
 step "kernel table, M = 1,024"
 timeout 60 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q8_0 --kernel-shapes q/o,qkv,gate+up,down \
