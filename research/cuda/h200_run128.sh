@@ -20,11 +20,14 @@ mk base
 mk tma TCW_BULK=1 TCW_WS=1 TCW_TMA=1 TCW_WS_Q=0
 mk tmaq TCW_BULK=1 TCW_WS=1 TCW_TMA=1 TCW_WS_Q=0 QTC_Q4_K=2
 green tma || { step "not green: no timing"; exit 1; }
+# A first, then the rest of the ABBA and the checks as time allows (the device may give little).
+ttft bf16 base tma
+ttft q8_0 base tma
+ttft bf16 tma base
+left $((B - 30)) "self-check tmaq" || exit 0
 step "self-check, f32 cache, config tmaq"
 timeout 100 $N --config /tmp/c-tmaq.toml probe --self-check > "$O/sc-tmaq.txt" 2>&1
 grep -E "self-check: |FAIL|rror" "$O/sc-tmaq.txt" | tail -3 | cut -c1-200 | tee -a "$L"
-ttft bf16 base tma tma base
-ttft q8_0 base tma
 left $((B - 100)) "ncu prefill" || exit 0
 step "ncu prefill BF16 1024, tma"
 mkdir -p "$O/ncu"
