@@ -103,7 +103,7 @@
 #endif
 // 0 (with TCW_WS = 1): the Q8_0 and Q4_K entries keep the cp.async ring (as TCW_BULK = TCW_WS =
 // TCW_TMA = 0) while the BF16 entries take the producer warp. Run 127 (H200, M = 1,024, TCW_TMA):
-// BF16 gate+up -11%, down -12%, but Q8_0 and Q4_K +4 to +23% on every shape. Copies only: no
+// BF16 gate+up -11%, down -12%, but Q8_0 and Q4_K +2 to +22% on every shape. Copies only: no
 // bits change. 1 (the default with TCW_WS = 1): every format as TCW_WS says.
 #ifndef TCW_WS_Q
 #define TCW_WS_Q TCW_WS
@@ -253,7 +253,7 @@ __device__ __forceinline__ void tcw_wait(float (&d)[32]) {
 // [R] f32 or null; y: Outs, token m_base + m for the slab's token m; xsum, ld (Q4_K only, else
 // unused): tcw_xsum's output for the same tokens, ld a multiple of 128 covering them. Grid:
 // (ceil(mc / 128), ceil(ceil(R / 16) / (4 TCW_WG))), token blocks fastest (the blocks running
-// together share a row block's weights through L2); block 128 TCW_WG (+ 32 with TCW_WS: the
+// together share a row block's weights through L2); block 128 TCW_WG (+ 32 where TCW_WS_OF(F): the
 // producer warp); dynamic shared memory:
 // TCW_STAGES units of (x: QTC_XSPLIT x 8 KiB, weights: 4 TCW_WG tiles of 1,024 bytes BF16, 544
 // Q8_0 or 288 Q4_K, then Q4_K's Σx of the block's 128 tokens, 512 bytes), then the slice totals,

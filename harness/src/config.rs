@@ -655,16 +655,7 @@ impl ConfigArgs {
                 ),
             }
         }
-        let tck = |k: &str, d: u32| {
-            c.kernel_defines
-                .get(k)
-                .and_then(|v| v.parse::<u32>().ok())
-                .unwrap_or(d)
-        };
-        defines::check_gemm_combinations(tck)?;
-        if let Err(e) = attn_shared_fits(tck) {
-            anyhow::bail!("kernel_defines: {e}");
-        }
+        check_define_combinations(&c.kernel_defines)?;
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) {
             anyhow::bail!(
                 "{} must be in [0, 1] (got {})",
@@ -745,6 +736,18 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
         }
     }
     Ok((c, keys))
+}
+
+/// The kernel defines' combination rules (the wgmma forms' and the attention blocks' shared
+/// memory), on a whole set: the configuration's when it is resolved, and again with each tuned
+/// default as [`crate::defaults`] adds it. Errors: the first rule the set breaks, by name.
+pub fn check_define_combinations(defs: &BTreeMap<String, String>) -> Result<()> {
+    let tck = |k: &str, d: u32| defs.get(k).and_then(|v| v.parse::<u32>().ok()).unwrap_or(d);
+    defines::check_gemm_combinations(tck)?;
+    if let Err(e) = attn_shared_fits(tck) {
+        anyhow::bail!("kernel_defines: {e}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

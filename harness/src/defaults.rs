@@ -233,7 +233,14 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
             toml::Value::Integer(i) => i.to_string(),
             other => bail!("{origin}: kernels.{key} must be an integer (got {other})"),
         };
+        // A tuned value that would break a combination the configuration sets (TCW_UPB_Q = 2
+        // beside TCW_CLUSTER = 1, say) gives way to the configuration, with a warning.
         cfg.kernel_defines.insert(key.clone(), v);
+        if let Err(e) = crate::config::check_define_combinations(&cfg.kernel_defines) {
+            cfg.kernel_defines.remove(key);
+            tracing::warn!(file = origin, define = %key, "tuned default skipped: {e:#}");
+            continue;
+        }
         cfg.sources.insert(k, src(t));
     }
     Ok(())
@@ -355,5 +362,39 @@ max = 11.0
         let text = annotate(&toml::to_string_pretty(&c).unwrap(), &c);
         assert!(text.contains("prefill_chunk = 64  # flag"), "{text}");
         assert!(text.contains("spec_max_running = 3  # "), "{text}");
+    }
+
+    #[test]
+    fn a_tuned_define_gives_way_to_a_combination_the_config_sets() {
+        // The H200 file's TCW_UPB_Q = 2 beside a configuration's TCW_CLUSTER = 1 (which needs one
+        // unit a group) is skipped; without the cluster it applies; ATTN_ROWS applies either way.
+        let dir = tempfile::tempdir().unwrap();
+        let h200 = dir.path().join("h200.toml");
+        let text = EMBEDDED
+            .iter()
+            .find(|(stem, _)| *stem == "nvidia-h200")
+            .expect("the H200 file")
+            .1;
+        assert!(
+            text.contains("[kernels.TCW_UPB_Q]"),
+            "the test assumes the H200 file sets it"
+        );
+        std::fs::write(&h200, text).unwrap();
+        for (cluster, upb_q) in [(true, None), (false, Some("2"))] {
+            let conf = dir.path().join(format!("c{cluster}.toml"));
+            let defs = if cluster { "TCW_CLUSTER = \"1\"\n" } else { "" };
+            std::fs::write(&conf, format!("[kernel_defines]\n{defs}")).unwrap();
+            let args = crate::config::ConfigArgs {
+                config: Some(conf),
+                device_defaults: Some(h200.display().to_string()),
+                ..Default::default()
+            };
+            let mut c = args.resolve().unwrap();
+            apply(&mut c).unwrap();
+            let get = |k: &str| c.kernel_defines.get(k).map(String::as_str);
+            assert_eq!(get("TCW_UPB_Q"), upb_q, "cluster {cluster}");
+            assert_eq!(get("ATTN_ROWS"), Some("64"), "cluster {cluster}");
+            crate::config::check_define_combinations(&c.kernel_defines).unwrap();
+        }
     }
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Thirty-seventh session, after run 127 (H200: TCW_TMA green; BF16 gate+up -11%, down -12%, q/o
 # +5%, qkv +2% at M = 1,024, BF16 TTFT with ATTN_ROWS = 64 105.3 -> 100.0 ms, but Q8_0 and Q4_K
-# +4 to +23% on every shape). TCW_WS_Q = 0 keeps the Q8_0 and Q4_K entries on the cp.async ring
+# +2 to +22% on every shape). TCW_WS_Q = 0 keeps the Q8_0 and Q4_K entries on the cp.async ring
 # while BF16 takes the producer warp's tensor copies. The binary's H200 defaults now hold run
 # 127's ATTN_ROWS = 64 and TCW_UPB_Q = 2 (base below). Any card (an H100 runs the H200 file):
 # 1. green: self-check f32 and f16, CUDA lanes tiny and qwen3 with TCW_TMA + TCW_WS_Q = 0; the

@@ -154,8 +154,9 @@ struct SlabForm {
     /// a block past the last row tile copies its share of x and stores nothing); else 1.
     cluster_y: u32,
     /// TCW_TMA: the entry takes the tensor maps of [`tma::tcw_map_shapes`] after its other
-    /// arguments (parts and warpgroups as the form's).
-    tma: Option<(u32, u32)>,
+    /// arguments (parts and warpgroups as the form's; whether it reads them: an entry on the
+    /// cp.async ring, TCW_WS_Q = 0, gets zeroed maps, nothing encoded).
+    tma: Option<(u32, u32, bool)>,
 }
 
 impl CudaDevice {
@@ -252,8 +253,8 @@ impl CudaDevice {
             threads: 128 * wg + if ws { 32 } else { 0 },
             smem,
             cluster_y: if cluster { 2 } else { 1 },
-            // The entries take the maps whenever TCW_TMA = 1 (unused on the ring).
-            tma: (self.define("TCW_TMA", 0) == 1).then_some((parts, wg)),
+            // The entries take the maps whenever TCW_TMA = 1 (zeroed for the ring's).
+            tma: (self.define("TCW_TMA", 0) == 1).then_some((parts, wg, ws)),
         };
         self.linear_slabs(&form, parts, x, w, ys, rows, m, split_canary)
     }
@@ -479,7 +480,7 @@ impl CudaDevice {
             if let Some((_, xsb)) = &xsum {
                 b.arg(xsb.as_ref().expect("made by scratch")).arg(&li);
             }
-            if let Some((parts, wg)) = form.tma {
+            if let Some((parts, wg, used)) = form.tma {
                 let shapes = tma::tcw_map_shapes(
                     w.dtype,
                     parts,
@@ -502,9 +503,10 @@ impl CudaDevice {
                 ];
                 for (shape, ptr) in shapes.iter().zip(ptrs) {
                     b.arg_map(match (shape, ptr) {
-                        (Some(sh), Some(p)) => tma::encode(p, sh)?,
+                        (Some(sh), Some(p)) if used => tma::encode(p, sh)?,
                         // SAFETY: a zeroed map is a valid value of this plain C struct; the
-                        // entry never reads a map its format has no operand for.
+                        // entry never reads a map its format has no operand for, nor any map
+                        // on the cp.async ring (TCW_WS_Q = 0 for Q8_0 and Q4_K).
                         _ => unsafe { std::mem::zeroed() },
                     });
                 }
