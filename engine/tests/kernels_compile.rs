@@ -543,7 +543,8 @@ fn attention_variants_compile() {
     // The prefill rows entry (ATTN_ROWS > 0; 2 rows of 4 heads a block, 2 blocks an SM, by default) with each
     // cache format's own defaults: there, and no spill (ATTN_PF with a V batch of 16 and
     // ATTN_KV16W spill 40 and 72 bytes in it at NVRTC 13.0; both are off by default). Then the same
-    // with the score loop's skip of groups without keys (ATTN_SKIP = 1): no attention entry spills.
+    // with the score loop's skip of groups without keys (ATTN_SKIP = 1) and the tiled rows entry
+    // (ATTN_TILE = 1, attn_tile_f32): no attention entry spills.
     for (f16, skip) in [(false, 0), (true, 0), (false, 1), (true, 1)] {
         let mut opts = options(&dir);
         opts.defines
@@ -551,6 +552,7 @@ fn attention_variants_compile() {
         opts.defines.insert("ATTN_HEADS".into(), "2".into());
         opts.defines.insert("ATTN_ROWS".into(), "64".into());
         opts.defines.insert("ATTN_SKIP".into(), skip.to_string());
+        opts.defines.insert("ATTN_TILE".into(), skip.to_string());
         let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
             panic!("attention.cu (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}): {e}")
         });
@@ -562,6 +564,15 @@ fn attention_variants_compile() {
                 .count(),
             1,
             "attn_rows_f32 (KV_F16 {f16}): {}",
+            c.log
+        );
+        assert_eq!(
+            report
+                .iter()
+                .filter(|r| r.function == "attn_tile_f32")
+                .count(),
+            skip as usize,
+            "attn_tile_f32 (KV_F16 {f16}, ATTN_TILE {skip}): {}",
             c.log
         );
         for r in report.iter().filter(|r| r.function.starts_with("attn_")) {

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 100] = [
+pub const KERNEL_DEFINES: [&str; 102] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -23,6 +23,8 @@ pub const KERNEL_DEFINES: [&str; 100] = [
     "ATTN_ROWS_Q",
     "ATTN_ROWS_HEADS",
     "ATTN_ROWS_MINB",
+    "ATTN_TILE",
+    "ATTN_TILE_ROWS",
     "ATTN_ROWS_KORDER",
     "ATTN_ROWS_KUNROLL",
     "ATTN_ROWS_VBATCH",
@@ -138,6 +140,18 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
         return Err(format!(
             "ATTN_SPLIT = {split} with ATTN_ROWS_Q x ATTN_ROWS_HEADS = {slots} needs {rows_bytes} bytes of shared memory a block, past 232,448 (lower one)"
         ));
+    }
+    // attn_tile_f32 (ATTN_TILE = 1, on the rows path) spreads its slots 16 ways, at most 4 a thread.
+    if get("ATTN_TILE", 0) == 1 {
+        if get("ATTN_ROWS", 0) == 0 {
+            return Err("ATTN_TILE = 1 needs ATTN_ROWS > 0 (the rows path runs it)".into());
+        }
+        let ns = get("ATTN_TILE_ROWS", 16) * get("ATTN_ROWS_HEADS", 4);
+        if !ns.is_multiple_of(16) || ns > 64 {
+            return Err(format!(
+                "ATTN_TILE_ROWS x ATTN_ROWS_HEADS = {ns} must be 16, 32, 48 or 64 (attn_tile_f32 spreads its slots 16 ways, at most 4 a thread)"
+            ));
+        }
     }
     // ATTN_ROWS_MINB blocks an SM, each with 1 KiB the driver reserves, out of 233,472 bytes.
     let minb = get("ATTN_ROWS_MINB", 2) as u64;

@@ -258,6 +258,8 @@ fn kernel_define_values_are_checked_by_kind() {
         .expect("warp-specialized cluster");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_CLUSTER = \"1\"")
         .expect("tensor copies, cluster");
+    resolve("ATTN_ROWS = \"64\"\nATTN_TILE = \"1\"\nATTN_TILE_ROWS = \"8\"")
+        .expect("the tiled rows entry");
     resolve(
         "TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_WS_Q = \"0\"\nTCW_UPB_Q = \"2\"",
     )
@@ -308,6 +310,12 @@ fn kernel_define_values_are_checked_by_kind() {
         ("ATTN_HEADS_WIDE = \"16\"", "ATTN_HEADS_WIDE must be 1 to 8"),
         ("ATTN_ROWS_Q = \"0\"", "ATTN_ROWS_Q must be 1 to 8"),
         ("ATTN_ROWS_MINB = \"5\"", "ATTN_ROWS_MINB must be 1 to 4"),
+        ("ATTN_TILE = \"1\"", "ATTN_TILE = 1 needs ATTN_ROWS > 0"),
+        (
+            "ATTN_TILE = \"1\"\nATTN_ROWS = \"64\"\nATTN_TILE_ROWS = \"3\"",
+            "= 12 must be 16, 32, 48 or 64",
+        ),
+        ("ATTN_TILE_ROWS = \"17\"", "ATTN_TILE_ROWS must be 1 to 16"),
         (
             "ATTN_SPLIT = \"512\"\nATTN_ROWS = \"64\"\nATTN_ROWS_Q = \"8\"",
             "ATTN_ROWS_Q x ATTN_ROWS_HEADS = 32 needs 397568 bytes",

@@ -463,11 +463,21 @@ impl CudaDevice {
                 )
         })?;
         let split = self.define("ATTN_SPLIT", 256) as usize;
-        let qr = self.define("ATTN_ROWS_Q", 2).max(1) as usize;
         let gt = self.define("ATTN_ROWS_HEADS", 4).max(1) as usize;
-        let smem = attn_rows_smem_bytes(split, qr * gt);
-        let f = self.function("attention.cu", "attn_rows_f32")?;
-        self.grant_smem("attention.cu:attn_rows_f32", &f, smem)?;
+        // ATTN_TILE = 1: the tiled entry where it is compiled for the shape (head_dim 128,
+        // splits of 256) and its scores keep the walking kernel's order (not the f16 cache's
+        // 8-element chunks, ATTN_KV16W), ATTN_TILE_ROWS rows a block; else ATTN_ROWS_Q rows.
+        let kv16w = self.define("KV_F16", 0) == 1 && self.define("ATTN_KV16W", 0) == 1;
+        let tile = self.define("ATTN_TILE", 0) == 1 && hd == 128 && split == 256 && !kv16w;
+        let (name, qr, smem) = if tile {
+            let tr = self.define("ATTN_TILE_ROWS", 16).max(1) as usize;
+            ("attn_tile_f32", tr, attn_tile_smem_bytes(tr * gt, tr))
+        } else {
+            let qr = self.define("ATTN_ROWS_Q", 2).max(1) as usize;
+            ("attn_rows_f32", qr, attn_rows_smem_bytes(split, qr * gt))
+        };
+        let f = self.function("attention.cu", name)?;
+        self.grant_smem(&format!("attention.cu:{name}"), &f, smem)?;
         let cfg = LaunchConfig {
             grid_dim: (
                 rows.div_ceil(qr) as u32,
@@ -635,9 +645,17 @@ pub fn attn_rows_smem_bytes(split: usize, slots: usize) -> u32 {
     (members.next_multiple_of(16) + 8 * slots) as u32
 }
 
+/// Dynamic shared memory of an `attn_tile_f32` block (bytes) for `slots` (row, head) slots of
+/// `rows` rows (kernels/attention.cu `AT_SMEM`): q `[slots][128]` f32, the K/V stage `[64][132]`,
+/// the split's scores `[slots][256]`, its 256 cache slots, the split's and the running (m, l) of
+/// each slot, and each row's first and last key position.
+pub fn attn_tile_smem_bytes(slots: usize, rows: usize) -> u32 {
+    (4 * (slots * 128 + 64 * 132 + slots * 256 + 256 + 4 * slots + 2 * rows)) as u32
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{attn_rows_smem_bytes, kv_splits, share_one_table};
+    use super::{attn_rows_smem_bytes, attn_tile_smem_bytes, kv_splits, share_one_table};
 
     /// The rows path needs every row on one block table, known on the host.
     #[test]
@@ -660,6 +678,20 @@ mod tests {
         assert_eq!(attn_rows_smem_bytes(512, 8), 2_048 + 8 * (12_352 + 8));
         // 64 positions and 3 slots: members 256 + 3 · 1,544 = 4,888 bytes, rounded to 4,896.
         assert_eq!(attn_rows_smem_bytes(64, 3), 4_896 + 24);
+    }
+
+    /// attn_tile_f32's layout at 16 rows of 4 heads: q 32,768 bytes, the stage 33,792, scores
+    /// 65,536, slots 1,024, two (m, l) pairs a slot 1,024, the rows' key bounds 128.
+    #[test]
+    fn attn_tile_smem_is_the_kernels_layout() {
+        assert_eq!(
+            attn_tile_smem_bytes(64, 16),
+            32_768 + 33_792 + 65_536 + 1_024 + 1_024 + 128
+        );
+        assert_eq!(
+            attn_tile_smem_bytes(32, 8),
+            16_384 + 33_792 + 32_768 + 1_024 + 512 + 64
+        );
     }
 
     /// Depth 8,192 plus 128 generated tokens is 33 splits of 256 (the row ATTN_WIDE_SPLITS = 32
