@@ -717,11 +717,11 @@ attn_rows_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
 #if ATTN_ROWS && ATTN_TILE && ATTN_SPLIT == 256
 #define AT_HD 128              // head_dim
 #define AT_KC 64               // positions a K chunk
-#define AT_ST (AT_HD + 4)      // a staged K or V row's stride (floats): 16 rows' float4 loads in 2 wavefronts
-// Dynamic shared memory of attn_tile_f32 (bytes) for NS slots and TR rows: q [NS][128], the K/V
-// stage [64][132], scores [NS][256], the split's slots [256], split and running (m, l) [NS][2]
-// each, and the rows' first and last key positions [TR][2].
-#define AT_SMEM(NS, TR) (4 * ((NS) * AT_HD + AT_KC * AT_ST + (NS) * 256 + 256 + 4 * (NS) + 2 * (TR)))
+#define AT_ST (AT_HD + 4)      // a q or staged K/V row's stride (floats): 16 rows' float4 loads in 2 wavefronts
+#define AT_SS 260              // a slot's score row stride (floats): two slots' rows in other banks
+// Dynamic shared memory of attn_tile_f32 (bytes; host: attn_tile_smem_bytes) for NS slots and TR
+// rows: q [NS][132], the K/V stage [64][132], scores [NS][260], the split's slots [256], split and
+// running (m, l) [NS][2] each, and the rows' first and last key positions [TR][2].
 extern "C" __global__ void __launch_bounds__(256, 1)
 attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
@@ -731,14 +731,14 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
     static_assert(NS % 16 == 0 && SPT <= 4, "ATTN_TILE_ROWS x ATTN_ROWS_HEADS must be 16, 32, 48 or 64");
     extern __shared__ __align__(16) unsigned char attn_smem[];
     float* qs = reinterpret_cast<float*>(attn_smem);
-    float* st = qs + NS * AT_HD;
+    float* st = qs + NS * AT_ST;
     float* sc = st + AT_KC * AT_ST;
-    u32* slot = reinterpret_cast<u32*>(sc + NS * 256);
+    u32* slot = reinterpret_cast<u32*>(sc + NS * AT_SS);
     float* sml = reinterpret_cast<float*>(slot + 256);
     float* run = sml + 2 * NS;
     int* rlp = reinterpret_cast<int*>(run + 2 * NS);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int r0 = blockIdx.x * TR;
+    const int r0 = (gridDim.x - 1 - blockIdx.x) * TR;  // the last rows (most splits) first
     const int G = nh / nkv, nb = (G + GT - 1) / GT;
     const int kvh = blockIdx.y / nb, b = blockIdx.y % nb;
     const int h0 = kvh * G + b * GT, nact = min(GT, G - b * GT);
@@ -752,23 +752,35 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
     }
     for (int i = tid; i < NS * AT_HD; i += 256) {
         const int t = i / AT_HD, d = i % AT_HD, r = t / GT, h = t % GT;
-        qs[i] = h < nact ? q[((size_t)min(r0 + r, rows - 1) * nh + h0 + h) * AT_HD + d] : 0.0f;
+        qs[t * AT_ST + d] = h < nact ? q[((size_t)min(r0 + r, rows - 1) * nh + h0 + h) * AT_HD + d] : 0.0f;
     }
     if (tid < 2 * NS) run[tid] = 0.0f;
     const u32* tab = tables + row_tab[r0];
     // Scores: thread (sg, pg) takes slots sg·SPT .. + SPT - 1 and a chunk's positions pg + 16 i.
     const int sg = tid >> 4, pg = tid & 15;
     // V sums: slots sg·SPT + a, float4 columns pg and pg + 16; the running sums across splits.
-    float4 ra[SPT][2];
+    float ra[SPT][8];  // columns pg (0-3) and pg + 16 (4-7)
 #pragma unroll
-    for (int a = 0; a < SPT; ++a) ra[a][0] = ra[a][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int a = 0; a < SPT; ++a)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ra[a][e] = 0.0f;
     for (int s = lo_min / 256; s <= pos_max / 256; ++s) {
         __syncthreads();  // the stage, scores and (m, l) of the split before are consumed
         {
             const int p = min(max(s * 256 + tid, lo_min), pos_max);
             slot[tid] = tab[p / bs] * (u32)bs + (u32)(p % bs);
         }
+        // The split's positions that are a key of some row (block-uniform): chunks and V rows
+        // wholly outside are not loaded; their scores are -inf, as every row's would be.
+        const int jlo = max(lo_min - s * 256, 0), jhi = min(pos_max - s * 256, 255);
         for (int jc = 0; jc < 256; jc += AT_KC) {
+            if (jc > jhi || jc + AT_KC - 1 < jlo) {
+#pragma unroll
+                for (int a = 0; a < SPT; ++a)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) sc[(sg * SPT + a) * AT_SS + jc + pg + 16 * i] = NEG_INF;
+                continue;
+            }
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < AT_KC * 32 / 256; ++k) {
@@ -794,7 +806,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
                     for (int i = 0; i < 4; ++i) k[i] = *reinterpret_cast<const float4*>(st + (pg + 16 * i) * AT_ST + 4 * c);
 #pragma unroll
                     for (int a = 0; a < SPT; ++a) {
-                        const float4 qv = *reinterpret_cast<const float4*>(qs + (sg * SPT + a) * AT_HD + 4 * c);
+                        const float4 qv = *reinterpret_cast<const float4*>(qs + (sg * SPT + a) * AT_ST + 4 * c);
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
                             float t = acc[a][i][u];
@@ -814,7 +826,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
                 for (int i = 0; i < 4; ++i) {
                     const int j = jc + pg + 16 * i, p = s * 256 + j;
                     const float v = __fadd_rn(__fadd_rn(acc[a][i][0], acc[a][i][1]), __fadd_rn(acc[a][i][2], acc[a][i][3]));
-                    sc[t * 256 + j] = p >= rlp[2 * r] && p <= rlp[2 * r + 1] ? __fmul_rn(v, scale) : NEG_INF;
+                    sc[t * AT_SS + j] = p >= rlp[2 * r] && p <= rlp[2 * r + 1] ? __fmul_rn(v, scale) : NEG_INF;
                 }
             }
         }
@@ -824,7 +836,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             const int r = t / GT;
             float v[8], m = NEG_INF;
 #pragma unroll
-            for (int k = 0; k < 8; ++k) v[k] = sc[t * 256 + 32 * k + lane], m = fmaxf(m, v[k]);
+            for (int k = 0; k < 8; ++k) v[k] = sc[t * AT_SS + 32 * k + lane], m = fmaxf(m, v[k]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
             float sel = 0.0f;
@@ -832,7 +844,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             for (int k = 0; k < 8; ++k) {
                 const int p = s * 256 + 32 * k + lane;
                 const float e = p >= rlp[2 * r] && p <= rlp[2 * r + 1] ? expf(__fsub_rn(v[k], m)) : 0.0f;
-                sc[t * 256 + 32 * k + lane] = e;
+                sc[t * AT_SS + 32 * k + lane] = e;
                 const float w = warp_sum(e);
                 if (lane == k) sel = w;
             }
@@ -840,9 +852,11 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             if (lane == 0) sml[2 * t] = m, sml[2 * t + 1] = l;
         }
         // The weighted V sums, a position group at a time (its 32 rows staged).
-        float4 tot[SPT][2];
+        float tot[SPT][8];
 #pragma unroll
-        for (int a = 0; a < SPT; ++a) tot[a][0] = tot[a][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int a = 0; a < SPT; ++a)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) tot[a][e] = 0.0f;
         int jr0[SPT], jr1[SPT];
 #pragma unroll
         for (int a = 0; a < SPT; ++a) {
@@ -851,26 +865,29 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             jr1[a] = min(rlp[2 * r + 1] - s * 256, 255);
         }
         for (int g = 0; g < 8; ++g) {
+            // Group g's positions g + 8 i that are a key of some row: i0 ..= i1.
+            const int i0 = jlo > g ? (jlo - g + 7) / 8 : 0, i1 = jhi >= g ? (jhi - g) / 8 : -1;
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 const int e = tid + 256 * k, pr = e >> 5, c = e & 31;
-                *reinterpret_cast<float4*>(st + pr * AT_ST + 4 * c) =
-                    kv_load4(vc + ((size_t)slot[g + 8 * pr] * nkv + kvh) * AT_HD + 4 * c);
+                if (pr >= i0 && pr <= i1)
+                    *reinterpret_cast<float4*>(st + pr * AT_ST + 4 * c) =
+                        kv_load4(vc + ((size_t)slot[g + 8 * pr] * nkv + kvh) * AT_HD + 4 * c);
             }
             __syncthreads();
             float4 ch[SPT][2];
 #pragma unroll
             for (int a = 0; a < SPT; ++a) ch[a][0] = ch[a][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
-            for (int i = 0; i < 32; ++i) {
+            for (int i = i0; i <= i1; ++i) {
                 const int j = g + 8 * i;
                 const float4 v0 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * pg);
                 const float4 v1 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * (pg + 16));
 #pragma unroll
                 for (int a = 0; a < SPT; ++a) {
                     if (j < jr0[a] || j > jr1[a]) continue;
-                    const float w = sc[(sg * SPT + a) * 256 + j];
+                    const float w = sc[(sg * SPT + a) * AT_SS + j];
                     ch[a][0].x = __fmaf_rn(w, v0.x, ch[a][0].x);
                     ch[a][0].y = __fmaf_rn(w, v0.y, ch[a][0].y);
                     ch[a][0].z = __fmaf_rn(w, v0.z, ch[a][0].z);
@@ -885,10 +902,10 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             for (int a = 0; a < SPT; ++a)
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
-                    tot[a][x].x = __fadd_rn(tot[a][x].x, ch[a][x].x);
-                    tot[a][x].y = __fadd_rn(tot[a][x].y, ch[a][x].y);
-                    tot[a][x].z = __fadd_rn(tot[a][x].z, ch[a][x].z);
-                    tot[a][x].w = __fadd_rn(tot[a][x].w, ch[a][x].w);
+                    tot[a][4 * x] = __fadd_rn(tot[a][4 * x], ch[a][x].x);
+                    tot[a][4 * x + 1] = __fadd_rn(tot[a][4 * x + 1], ch[a][x].y);
+                    tot[a][4 * x + 2] = __fadd_rn(tot[a][4 * x + 2], ch[a][x].z);
+                    tot[a][4 * x + 3] = __fadd_rn(tot[a][4 * x + 3], ch[a][x].w);
                 }
         }
         // Merge into the running sums (every thread forms the same rm, rl for a slot; the
@@ -901,13 +918,11 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             rm[a] = run[2 * t], rl[a] = run[2 * t + 1];
             if (s < f || s > l) continue;
             const float m = sml[2 * t], ls = sml[2 * t + 1];
-            float* ta = &tot[a][0].x;
-            float* rp = &ra[a][0].x;
-            float om = rm[a], ol = rl[a];
+            const float om = rm[a], ol = rl[a];
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
                 float mm = om, ll = ol;
-                attn_merge(s == f, m, ls, ta[e], mm, ll, rp[e]);
+                attn_merge(s == f, m, ls, tot[a][e], mm, ll, ra[a][e]);
                 rm[a] = mm, rl[a] = ll;
             }
         }
@@ -924,9 +939,9 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
         if (r0 + r >= rows || h >= nact) continue;
         float* o = out + ((size_t)(r0 + r) * nh + h0 + h) * AT_HD;
         const float l = run[2 * t + 1];
-        const float4 x = ra[a][0], y = ra[a][1];
-        *reinterpret_cast<float4*>(o + 4 * pg) = make_float4(__fdiv_rn(x.x, l), __fdiv_rn(x.y, l), __fdiv_rn(x.z, l), __fdiv_rn(x.w, l));
-        *reinterpret_cast<float4*>(o + 4 * (pg + 16)) = make_float4(__fdiv_rn(y.x, l), __fdiv_rn(y.y, l), __fdiv_rn(y.z, l), __fdiv_rn(y.w, l));
+        const float* x = ra[a];
+        *reinterpret_cast<float4*>(o + 4 * pg) = make_float4(__fdiv_rn(x[0], l), __fdiv_rn(x[1], l), __fdiv_rn(x[2], l), __fdiv_rn(x[3], l));
+        *reinterpret_cast<float4*>(o + 4 * (pg + 16)) = make_float4(__fdiv_rn(x[4], l), __fdiv_rn(x[5], l), __fdiv_rn(x[6], l), __fdiv_rn(x[7], l));
     }
 }
 #endif

@@ -31,7 +31,13 @@ ttft bf16 base tma
 ttft q8_0 base tma
 ttft bf16 tma base
 left $((B - 150)) "ATTN_TILE" || exit 0
+mk tile4 TCW_BULK=1 TCW_WS=1 TCW_TMA=1 TCW_WS_Q=0 ATTN_TILE=1 ATTN_TILE_ROWS=4
 t=0; green tile && t=1
+# 4 rows a block: the self-check's 9 rows take 3 blocks (16 rows a block: one).
+step "self-check, f32 cache, config tile4"
+timeout 100 $N --config /tmp/c-tile4.toml probe --self-check > "$O/sc-tile4.txt" 2>&1
+grep -E "self-check: |FAIL|rror" "$O/sc-tile4.txt" | tail -3 | cut -c1-200 | tee -a "$L"
+grep -q "self-check: PASS" "$O/sc-tile4.txt" || t=0
 [ $t = 1 ] && ttft bf16 tile tma tma tile
 left $((B - 30)) "self-check tmaq" || exit 0
 step "self-check, f32 cache, config tmaq"
