@@ -658,7 +658,11 @@ impl ConfigArgs {
                 ),
             }
         }
-        check_define_combinations(&c.kernel_defines)?;
+        // With tuned defaults to come, the combinations are checked on the merged set
+        // (`defaults::apply`): ATTN_TILE = 1 may lean on the device file's ATTN_ROWS.
+        if c.device_defaults == "none" {
+            check_define_combinations(&c.kernel_defines)?;
+        }
         if !(0.0..=1.0).contains(&c.spec_min_acceptance) {
             anyhow::bail!(
                 "{} must be in [0, 1] (got {})",
@@ -742,8 +746,9 @@ fn load_toml(path: &Path) -> Result<(Config, Vec<String>)> {
 }
 
 /// The kernel defines' combination rules (the wgmma forms' and the attention blocks' shared
-/// memory), on a whole set: the configuration's when it is resolved, and again with each tuned
-/// default as [`crate::defaults`] adds it. Errors: the first rule the set breaks, by name.
+/// memory), on a whole set: the configuration's as it resolves when no tuned defaults apply
+/// (`device_defaults = "none"`), else the configuration's merged with the tuned ones
+/// ([`crate::defaults::apply`]). Errors: the first rule the set breaks, by name.
 pub fn check_define_combinations(defs: &BTreeMap<String, String>) -> Result<()> {
     let tck = |k: &str, d: u32| defs.get(k).and_then(|v| v.parse::<u32>().ok()).unwrap_or(d);
     defines::check_gemm_combinations(tck)?;

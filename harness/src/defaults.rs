@@ -173,11 +173,16 @@ pub fn embedded_for(dev: &DeviceKey) -> Result<Option<(String, DeviceDefaults)>>
 /// Applies the device defaults `cfg.device_defaults` selects ("auto": the embedded file for the
 /// current device; "none"; or a path) to every value that neither the config file nor a flag
 /// set. Logs once which file was used, or that the portable defaults run.
+///
+/// The kernel defines' combination rules are checked here on the merged set, so a configuration
+/// may lean on a tuned define (ATTN_TILE = 1 on the file's ATTN_ROWS). Tuned defines that would
+/// break a combination the configuration sets give way, with a warning (see [`merge_defines`]).
+/// Errors: an unreadable file; a configuration whose own defines break a rule.
 pub fn apply(cfg: &mut Config) -> Result<()> {
-    let Some((origin, d)) = chosen(cfg)? else {
-        return Ok(());
-    };
-    apply_file(cfg, &origin, &d)
+    if let Some((origin, d)) = chosen(cfg)? {
+        apply_file(cfg, &origin, &d)?;
+    }
+    crate::config::check_define_combinations(&cfg.kernel_defines)
 }
 
 /// The defaults file `cfg.device_defaults` selects, as (where it came from, its contents):
@@ -224,8 +229,8 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
             .with_context(|| format!("{origin}: engine.{key}"))?;
         cfg.sources.insert(key.clone(), src(t));
     }
+    let mut tuned = BTreeMap::new();
     for (key, t) in &d.kernels {
-        let k = format!("kernel_defines.{key}");
         if cfg.kernel_defines.contains_key(key) {
             continue;
         }
@@ -233,17 +238,62 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
             toml::Value::Integer(i) => i.to_string(),
             other => bail!("{origin}: kernels.{key} must be an integer (got {other})"),
         };
-        // A tuned value that would break a combination the configuration sets (TCW_UPB_Q = 2
-        // beside TCW_CLUSTER = 1, say) gives way to the configuration, with a warning.
-        cfg.kernel_defines.insert(key.clone(), v);
-        if let Err(e) = crate::config::check_define_combinations(&cfg.kernel_defines) {
-            cfg.kernel_defines.remove(key);
-            tracing::warn!(file = origin, define = %key, "tuned default skipped: {e:#}");
-            continue;
-        }
-        cfg.sources.insert(k, src(t));
+        tuned.insert(key.clone(), v);
+    }
+    for key in merge_defines(&cfg.kernel_defines, &mut tuned) {
+        tracing::warn!(
+            file = origin,
+            define = %key,
+            "tuned default skipped: it breaks a kernel define combination the configuration sets"
+        );
+    }
+    for (key, v) in tuned {
+        cfg.sources
+            .insert(format!("kernel_defines.{key}"), src(&d.kernels[&key]));
+        cfg.kernel_defines.insert(key, v);
     }
     Ok(())
+}
+
+/// Drops from `tuned` (kernel defines of a defaults file, none of them set by `set`, the
+/// configuration's) what keeps `set` ∪ `tuned` from passing the combination rules, and returns
+/// the dropped names. Tried in turn, the first that passes wins: nothing; one tuned define
+/// (in name order); every tuned define of a family the configuration sets (the name up to its
+/// first `_`: TCW, ATTN, ...); every tuned define. The file's own defines pass together (a
+/// test checks the embedded files), so only the configuration's can clash with them; where
+/// `set` alone breaks a rule, everything is dropped and [`apply`] reports that rule.
+pub fn merge_defines(
+    set: &BTreeMap<String, String>,
+    tuned: &mut BTreeMap<String, String>,
+) -> Vec<String> {
+    let passes = |drop: &dyn Fn(&str) -> bool| {
+        let mut m = set.clone();
+        m.extend(
+            tuned
+                .iter()
+                .filter(|(k, _)| !drop(k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        crate::config::check_define_combinations(&m).is_ok()
+    };
+    let family = |k: &str| k.split('_').next().unwrap_or(k).to_string();
+    let set_families: std::collections::BTreeSet<String> = set.keys().map(|k| family(k)).collect();
+    let keys: Vec<String> = tuned.keys().cloned().collect();
+    let drop: Box<dyn Fn(&str) -> bool> = if passes(&|_| false) {
+        Box::new(|_| false)
+    } else if let Some(one) = keys.iter().find(|k| passes(&|x| x == k.as_str())) {
+        let one = one.clone();
+        Box::new(move |x| x == one)
+    } else if passes(&|x| set_families.contains(&family(x))) {
+        Box::new(move |x| set_families.contains(&family(x)))
+    } else {
+        Box::new(|_| true)
+    };
+    let dropped: Vec<String> = keys.into_iter().filter(|k| drop(k)).collect();
+    for k in &dropped {
+        tuned.remove(k);
+    }
+    dropped
 }
 
 /// `toml` text of the configuration with each value's source as a trailing comment.
@@ -364,10 +414,8 @@ max = 11.0
         assert!(text.contains("spec_max_running = 3  # "), "{text}");
     }
 
-    #[test]
-    fn a_tuned_define_gives_way_to_a_combination_the_config_sets() {
-        // The H200 file's TCW_UPB_Q = 2 beside a configuration's TCW_CLUSTER = 1 (which needs one
-        // unit a group) is skipped; without the cluster it applies; ATTN_ROWS applies either way.
+    /// The configuration, the embedded H200 file and `apply`, for kernel defines `defs`.
+    fn with_h200(defs: &str, device_defaults: Option<&str>) -> Result<Config> {
         let dir = tempfile::tempdir().unwrap();
         let h200 = dir.path().join("h200.toml");
         let text = EMBEDDED
@@ -375,26 +423,86 @@ max = 11.0
             .find(|(stem, _)| *stem == "nvidia-h200")
             .expect("the H200 file")
             .1;
-        assert!(
-            text.contains("[kernels.TCW_UPB_Q]"),
-            "the test assumes the H200 file sets it"
-        );
+        for k in ["TCW_UPB_Q", "TCW_TMA", "TCW_WS", "TCW_WS_Q", "ATTN_ROWS"] {
+            let entry = format!("[kernels.{k}]");
+            assert!(
+                text.contains(&entry),
+                "the tests assume the H200 file sets {k}"
+            );
+        }
         std::fs::write(&h200, text).unwrap();
-        for (cluster, upb_q) in [(true, None), (false, Some("2"))] {
-            let conf = dir.path().join(format!("c{cluster}.toml"));
-            let defs = if cluster { "TCW_CLUSTER = \"1\"\n" } else { "" };
-            std::fs::write(&conf, format!("[kernel_defines]\n{defs}")).unwrap();
-            let args = crate::config::ConfigArgs {
-                config: Some(conf),
-                device_defaults: Some(h200.display().to_string()),
-                ..Default::default()
-            };
-            let mut c = args.resolve().unwrap();
-            apply(&mut c).unwrap();
+        let conf = dir.path().join("c.toml");
+        std::fs::write(&conf, format!("[kernel_defines]\n{defs}")).unwrap();
+        let args = crate::config::ConfigArgs {
+            config: Some(conf),
+            device_defaults: Some(
+                device_defaults.map_or_else(|| h200.display().to_string(), str::to_string),
+            ),
+            ..Default::default()
+        };
+        let mut c = args.resolve()?;
+        apply(&mut c)?;
+        Ok(c)
+    }
+
+    #[test]
+    fn a_tuned_define_gives_way_to_a_combination_the_config_sets() {
+        // (the configuration's defines, then the H200 file's TCW_UPB_Q, TCW_TMA, TCW_WS_Q as
+        // applied). TCW_CLUSTER = 1 needs one unit a group: only TCW_UPB_Q = 2 gives way (the
+        // cluster runs on the file's tensor copies). TCW_WS_Q = 1 (every format on the tensor
+        // copies) needs TCW_UPB_Q = 1: the same. TCW_BULK = 0 breaks the file's TCW_WS, which
+        // TCW_TMA needs: every TCW define of the file gives way. ATTN_ROWS applies throughout.
+        for (defs, upb_q, tma, ws_q) in [
+            ("", Some("2"), Some("1"), Some("0")),
+            ("TCW_CLUSTER = \"1\"\n", None, Some("1"), Some("0")),
+            ("TCW_WS_Q = \"1\"\n", None, Some("1"), Some("1")),
+            ("TCW_BULK = \"0\"\n", None, None, None),
+        ] {
+            let c = with_h200(defs, None).unwrap();
             let get = |k: &str| c.kernel_defines.get(k).map(String::as_str);
-            assert_eq!(get("TCW_UPB_Q"), upb_q, "cluster {cluster}");
-            assert_eq!(get("ATTN_ROWS"), Some("64"), "cluster {cluster}");
+            assert_eq!(
+                (get("TCW_UPB_Q"), get("TCW_TMA"), get("TCW_WS_Q")),
+                (upb_q, tma, ws_q),
+                "{defs}"
+            );
+            assert_eq!(get("ATTN_ROWS"), Some("64"), "{defs}");
             crate::config::check_define_combinations(&c.kernel_defines).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_config_define_may_lean_on_a_tuned_one() {
+        // ATTN_TILE = 1 needs ATTN_ROWS > 0: the H200 file gives it (run 128 found the config
+        // refused before the file was merged); without tuned defaults, or with a configuration
+        // that sets ATTN_ROWS = 0, the rule holds.
+        let c = with_h200("ATTN_TILE = \"1\"\n", None).unwrap();
+        assert_eq!(
+            c.kernel_defines.get("ATTN_ROWS").map(String::as_str),
+            Some("64")
+        );
+        for (defs, dd) in [
+            ("ATTN_TILE = \"1\"\n", Some("none")),
+            ("ATTN_TILE = \"1\"\nATTN_ROWS = \"0\"\n", None),
+        ] {
+            let e = format!("{:#}", with_h200(defs, dd).unwrap_err());
+            assert!(
+                e.contains("ATTN_TILE = 1 needs ATTN_ROWS > 0"),
+                "{defs} {dd:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_embedded_files_pass_the_combination_rules() {
+        for (stem, text) in EMBEDDED {
+            let d = DeviceDefaults::parse(text, stem).unwrap();
+            let defs = d
+                .kernels
+                .iter()
+                .map(|(k, t)| (k.clone(), t.value.to_string()))
+                .collect();
+            crate::config::check_define_combinations(&defs)
+                .unwrap_or_else(|e| panic!("{stem}: {e:#}"));
         }
     }
 }

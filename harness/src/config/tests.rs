@@ -188,10 +188,12 @@ fn defines_off_by_default_accept_zero() {
 fn kernel_define_values_are_checked_by_kind() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("memra.toml");
+    // No tuned defaults: the combination rules are checked as the configuration resolves.
     let resolve = |body: &str| {
         std::fs::write(&p, format!("[kernel_defines]\n{body}\n")).unwrap();
         ConfigArgs {
             config: Some(p.clone()),
+            device_defaults: Some("none".into()),
             ..Default::default()
         }
         .resolve()
