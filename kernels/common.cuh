@@ -710,3 +710,19 @@ typedef float kv_t;
 __device__ __forceinline__ kv_t to_kv(float x) { return x; }
 __device__ __forceinline__ float4 kv_load4(const kv_t* p) { return *reinterpret_cast<const float4*>(p); }
 #endif
+
+// Attention (attention.cu, attention_tile.cu): merges a split's partial (m, l, a) into the
+// running (rm, rl, ra), the online-softmax rescaling.
+__device__ __forceinline__ void attn_merge(bool first, float m, float l, float a, float& rm, float& rl, float& ra) {
+    if (first) {
+        rm = m;
+        rl = l;
+        ra = a;
+        return;
+    }
+    const float mn = fmaxf(rm, m);
+    const float alpha = expf(__fsub_rn(rm, mn)), beta = expf(__fsub_rn(m, mn));
+    rl = __fadd_rn(__fmul_rn(rl, alpha), __fmul_rn(l, beta));
+    ra = __fadd_rn(__fmul_rn(ra, alpha), __fmul_rn(a, beta));
+    rm = mn;
+}

@@ -553,35 +553,41 @@ fn attention_variants_compile() {
         opts.defines.insert("ATTN_ROWS".into(), "64".into());
         opts.defines.insert("ATTN_SKIP".into(), skip.to_string());
         opts.defines.insert("ATTN_TILE".into(), skip.to_string());
-        let c = compile_uncached(k, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
-            panic!("attention.cu (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}): {e}")
-        });
-        let report = parse_ptxas_report(&c.log);
-        assert_eq!(
-            report
-                .iter()
-                .filter(|r| r.function == "attn_rows_f32")
-                .count(),
-            1,
-            "attn_rows_f32 (KV_F16 {f16}): {}",
-            c.log
-        );
-        assert_eq!(
-            report
-                .iter()
-                .filter(|r| r.function == "attn_tile_f32")
-                .count(),
-            skip as usize,
-            "attn_tile_f32 (KV_F16 {f16}, ATTN_TILE {skip}): {}",
-            c.log
-        );
-        for r in report.iter().filter(|r| r.function.starts_with("attn_")) {
+        // With the skip, the tiled entry's own module too (16 rows a block, and 4).
+        let tile = KERNELS
+            .iter()
+            .find(|k| k.name == "attention_tile.cu")
+            .expect("attention_tile.cu");
+        let mut files = vec![(k, "attn_rows_f32", opts.clone())];
+        if skip == 1 {
+            files.push((tile, "attn_tile_f32", opts.clone()));
+            let mut four = opts.clone();
+            four.defines.insert("ATTN_TILE_ROWS".into(), "4".into());
+            files.push((tile, "attn_tile_f32", four));
+        }
+        for (file, entry, opts) in files {
+            let c = compile_uncached(file, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
+                panic!(
+                    "{} (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}): {e}",
+                    file.name
+                )
+            });
+            let report = parse_ptxas_report(&c.log);
             assert_eq!(
-                r.spill_stores + r.spill_loads,
-                0,
-                "{} spills (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip})",
-                r.function
+                report.iter().filter(|r| r.function == entry).count(),
+                1,
+                "{entry} (KV_F16 {f16}): {}",
+                c.log
             );
+            for r in report.iter().filter(|r| r.function.starts_with("attn_")) {
+                assert_eq!(
+                    r.spill_stores + r.spill_loads,
+                    0,
+                    "{} spills (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}, {:?})",
+                    r.function,
+                    opts.defines.get("ATTN_TILE_ROWS")
+                );
+            }
         }
     }
 }

@@ -469,15 +469,17 @@ impl CudaDevice {
         // 8-element chunks, ATTN_KV16W), ATTN_TILE_ROWS rows a block; else ATTN_ROWS_Q rows.
         let kv16w = self.define("KV_F16", 0) == 1 && self.define("ATTN_KV16W", 0) == 1;
         let tile = self.define("ATTN_TILE", 0) == 1 && hd == 128 && split == 256 && !kv16w;
-        let (name, qr, smem) = if tile {
+        let (file, name, qr, smem) = if tile {
             let tr = self.define("ATTN_TILE_ROWS", 16).max(1) as usize;
-            ("attn_tile_f32", tr, attn_tile_smem_bytes(tr * gt, tr))
+            let smem = attn_tile_smem_bytes(tr * gt, tr);
+            ("attention_tile.cu", "attn_tile_f32", tr, smem)
         } else {
             let qr = self.define("ATTN_ROWS_Q", 2).max(1) as usize;
-            ("attn_rows_f32", qr, attn_rows_smem_bytes(split, qr * gt))
+            let smem = attn_rows_smem_bytes(split, qr * gt);
+            ("attention.cu", "attn_rows_f32", qr, smem)
         };
-        let f = self.function("attention.cu", name)?;
-        self.grant_smem(&format!("attention.cu:{name}"), &f, smem)?;
+        let f = self.function(file, name)?;
+        self.grant_smem(&format!("{file}:{name}"), &f, smem)?;
         let cfg = LaunchConfig {
             grid_dim: (
                 rows.div_ceil(qr) as u32,
@@ -646,7 +648,7 @@ pub fn attn_rows_smem_bytes(split: usize, slots: usize) -> u32 {
 }
 
 /// Dynamic shared memory of an `attn_tile_f32` block (bytes) for `slots` (row, head) slots of
-/// `rows` rows (kernels/attention.cu, above `attn_tile_f32`): q `[slots][132]` f32 (rows padded
+/// `rows` rows (kernels/attention_tile.cu, above `attn_tile_f32`): q `[slots][132]` f32 (rows padded
 /// by 4 floats), the K/V stage `[64][132]`, the split's scores `[slots][260]`, its 256 cache slots,
 /// the split's and the running (m, l) of each slot, and each row's first and last key position.
 pub fn attn_tile_smem_bytes(slots: usize, rows: usize) -> u32 {

@@ -77,6 +77,10 @@ pub const KERNELS: &[KernelSource] = &[
         src: include_str!("../../../../kernels/attention.cu"),
     },
     KernelSource {
+        name: "attention_tile.cu",
+        src: include_str!("../../../../kernels/attention_tile.cu"),
+    },
+    KernelSource {
         name: "kv_append.cu",
         src: include_str!("../../../../kernels/kv_append.cu"),
     },
