@@ -32,10 +32,9 @@
 #define AT_HD 128              // head_dim
 #define AT_KC 64               // positions a K chunk
 #define AT_ST (AT_HD + 4)      // a q or staged K/V row's stride (floats): 16 rows' float4 loads in 2 wavefronts
-#define AT_GS 36               // a position group's stride in a slot's weight row (floats; 32 used)
-#define AT_SS 292              // a slot's score row stride (floats, >= 8 AT_GS): two slots' rows in other banks
+#define AT_SS 260              // a slot's score row stride (floats): two slots' rows in other banks
 // Dynamic shared memory of attn_tile_f32 (bytes; host: attn_tile_smem_bytes) for NS slots and TR
-// rows: q [NS][132], the K/V stage [64][132], scores [NS][292] (weights group-major), the split's slots [256], split and
+// rows: q [NS][132], the K/V stage [64][132], scores [NS][260], the split's slots [256], split and
 // running (m, l) [NS][2] each, and the rows' first and last key positions [TR][2].
 extern "C" __global__ void __launch_bounds__(256, 1)
 attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
@@ -159,9 +158,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             for (int k = 0; k < 8; ++k) {
                 const int p = s * 256 + 32 * k + lane;
                 const float e = p >= rlp[2 * r] && p <= rlp[2 * r + 1] ? expf(__fsub_rn(v[k], m)) : 0.0f;
-                // Weights group-major (group g = j % 8 at g·AT_GS + j / 8): the V loop reads 4 of
-                // a group's positions as one float4. Every read of the scores above is done.
-                sc[t * AT_SS + (lane & 7) * AT_GS + 4 * k + (lane >> 3)] = e;
+                sc[t * AT_SS + 32 * k + lane] = e;
                 const float w = warp_sum(e);
                 if (lane == k) sel = w;
             }
@@ -202,43 +199,24 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
                 // between a weight's shared load and its FMAs).
                 const int ia = max(i0, jr0[0] > g ? (jr0[0] - g + 7) / 8 : 0);
                 const int ib = min(i1, jr1[0] >= g ? (jr1[0] - g) / 8 : -1);
-                // Heads of the loop to a multiple of 4, then 4 positions a trip (one float4 of
-                // each slot's weights), then the tail: i in increasing order throughout.
-                const float* wr = sc + sg * SPT * AT_SS + g * AT_GS;
-                auto term = [&](int i, const float (&w)[SPT]) {
+#pragma unroll 4
+                for (int i = ia; i <= ib; ++i) {
+                    const int j = g + 8 * i;
                     const float4 v0 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * pg);
                     const float4 v1 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * (pg + 16));
 #pragma unroll
                     for (int a = 0; a < SPT; ++a) {
-                        ch[a][0].x = __fmaf_rn(w[a], v0.x, ch[a][0].x);
-                        ch[a][0].y = __fmaf_rn(w[a], v0.y, ch[a][0].y);
-                        ch[a][0].z = __fmaf_rn(w[a], v0.z, ch[a][0].z);
-                        ch[a][0].w = __fmaf_rn(w[a], v0.w, ch[a][0].w);
-                        ch[a][1].x = __fmaf_rn(w[a], v1.x, ch[a][1].x);
-                        ch[a][1].y = __fmaf_rn(w[a], v1.y, ch[a][1].y);
-                        ch[a][1].z = __fmaf_rn(w[a], v1.z, ch[a][1].z);
-                        ch[a][1].w = __fmaf_rn(w[a], v1.w, ch[a][1].w);
+                        const float w = sc[(sg * SPT + a) * AT_SS + j];
+                        ch[a][0].x = __fmaf_rn(w, v0.x, ch[a][0].x);
+                        ch[a][0].y = __fmaf_rn(w, v0.y, ch[a][0].y);
+                        ch[a][0].z = __fmaf_rn(w, v0.z, ch[a][0].z);
+                        ch[a][0].w = __fmaf_rn(w, v0.w, ch[a][0].w);
+                        ch[a][1].x = __fmaf_rn(w, v1.x, ch[a][1].x);
+                        ch[a][1].y = __fmaf_rn(w, v1.y, ch[a][1].y);
+                        ch[a][1].z = __fmaf_rn(w, v1.z, ch[a][1].z);
+                        ch[a][1].w = __fmaf_rn(w, v1.w, ch[a][1].w);
                     }
-                };
-                auto one = [&](int i) {
-                    float w[SPT];
-#pragma unroll
-                    for (int a = 0; a < SPT; ++a) w[a] = wr[a * AT_SS + i];
-                    term(i, w);
-                };
-                int i = ia;
-                for (; i <= ib && (i & 3); ++i) one(i);
-                for (; i + 3 <= ib; i += 4) {
-                    float4 w4[SPT];
-#pragma unroll
-                    for (int a = 0; a < SPT; ++a) w4[a] = *reinterpret_cast<const float4*>(wr + a * AT_SS + i);
-                    float w[4][SPT];
-#pragma unroll
-                    for (int a = 0; a < SPT; ++a) w[0][a] = w4[a].x, w[1][a] = w4[a].y, w[2][a] = w4[a].z, w[3][a] = w4[a].w;
-#pragma unroll
-                    for (int u = 0; u < 4; ++u) term(i + u, w[u]);
                 }
-                for (; i <= ib; ++i) one(i);
             } else
 #pragma unroll 4
             for (int i = i0; i <= i1; ++i) {
@@ -248,7 +226,7 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
 #pragma unroll
                 for (int a = 0; a < SPT; ++a) {
                     if (j < jr0[a] || j > jr1[a]) continue;
-                    const float w = sc[(sg * SPT + a) * AT_SS + g * AT_GS + i];
+                    const float w = sc[(sg * SPT + a) * AT_SS + j];
                     ch[a][0].x = __fmaf_rn(w, v0.x, ch[a][0].x);
                     ch[a][0].y = __fmaf_rn(w, v0.y, ch[a][0].y);
                     ch[a][0].z = __fmaf_rn(w, v0.z, ch[a][0].z);

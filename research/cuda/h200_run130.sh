@@ -4,6 +4,7 @@
 # 5 shared-memory wavefronts a position a warp instead of 8) and attn_tile_f32 in its own module.
 # Green (self-check f32, f16), then BF16 TTFT tile / ship / tile.
 # Prediction (H100): tile 101.3 -> 99-100.5 ms (the V loop's share of the kernel down a third).
+# Outcome: 101.4 / 101.4 against ship 102.6 (no change from run 129's 101.3): wrong; reverted.
 # Usage: h200_run130.sh MEMRA OUT_DIR [SECONDS]
 set -u
 N=$1; O=$2; B=${3:-200}

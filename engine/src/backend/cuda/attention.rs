@@ -649,10 +649,10 @@ pub fn attn_rows_smem_bytes(split: usize, slots: usize) -> u32 {
 
 /// Dynamic shared memory of an `attn_tile_f32` block (bytes) for `slots` (row, head) slots of
 /// `rows` rows (kernels/attention_tile.cu, above `attn_tile_f32`): q `[slots][132]` f32 (rows padded
-/// by 4 floats), the K/V stage `[64][132]`, the split's scores `[slots][292]` (the weights group-major, 8 groups 36 floats apart), its 256 cache slots,
+/// by 4 floats), the K/V stage `[64][132]`, the split's scores `[slots][260]`, its 256 cache slots,
 /// the split's and the running (m, l) of each slot, and each row's first and last key position.
 pub fn attn_tile_smem_bytes(slots: usize, rows: usize) -> u32 {
-    (4 * (slots * 132 + 64 * 132 + slots * 292 + 256 + 4 * slots + 2 * rows)) as u32
+    (4 * (slots * 132 + 64 * 132 + slots * 260 + 256 + 4 * slots + 2 * rows)) as u32
 }
 
 #[cfg(test)]
@@ -683,17 +683,16 @@ mod tests {
     }
 
     /// attn_tile_f32's layout at 16 rows of 4 heads: q 33,792 bytes, the stage 33,792, scores
-    /// 74,752 (292 floats a slot), slots 1,024, two (m, l) pairs a slot 1,024, the rows' key
-    /// bounds 128.
+    /// 66,560, slots 1,024, two (m, l) pairs a slot 1,024, the rows' key bounds 128.
     #[test]
     fn attn_tile_smem_is_the_kernels_layout() {
         assert_eq!(
             attn_tile_smem_bytes(64, 16),
-            33_792 + 33_792 + 74_752 + 1_024 + 1_024 + 128
+            33_792 + 33_792 + 66_560 + 1_024 + 1_024 + 128
         );
         assert_eq!(
             attn_tile_smem_bytes(32, 8),
-            16_896 + 33_792 + 37_376 + 1_024 + 512 + 64
+            16_896 + 33_792 + 33_280 + 1_024 + 512 + 64
         );
     }
 
