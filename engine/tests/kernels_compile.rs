@@ -553,7 +553,7 @@ fn attention_variants_compile() {
         opts.defines.insert("ATTN_ROWS".into(), "64".into());
         opts.defines.insert("ATTN_SKIP".into(), skip.to_string());
         opts.defines.insert("ATTN_TILE".into(), skip.to_string());
-        // With the skip, the tiled entry's own module too (16 rows a block, and 4).
+        // With the skip, the tiled entry's own module too (16, 4 and 12 rows a block).
         let tile = KERNELS
             .iter()
             .find(|k| k.name == "attention_tile.cu")
@@ -561,9 +561,13 @@ fn attention_variants_compile() {
         let mut files = vec![(k, "attn_rows_f32", opts.clone())];
         if skip == 1 {
             files.push((tile, "attn_tile_f32", opts.clone()));
-            let mut four = opts.clone();
-            four.defines.insert("ATTN_TILE_ROWS".into(), "4".into());
-            files.push((tile, "attn_tile_f32", four));
+            // 4 rows (one slot a thread) and 12 (3 slots a thread across two rows: the V
+            // loop's generic path, a key range test a slot).
+            for rows in ["4", "12"] {
+                let mut o = opts.clone();
+                o.defines.insert("ATTN_TILE_ROWS".into(), rows.into());
+                files.push((tile, "attn_tile_f32", o));
+            }
         }
         for (file, entry, opts) in files {
             let c = compile_uncached(file, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {

@@ -240,12 +240,27 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
         };
         tuned.insert(key.clone(), v);
     }
-    for key in merge_defines(&cfg.kernel_defines, &mut tuned) {
-        tracing::warn!(
-            file = origin,
-            define = %key,
-            "tuned default skipped: it breaks a kernel define combination the configuration sets"
-        );
+    let clash = {
+        let mut m = cfg.kernel_defines.clone();
+        m.extend(tuned.clone());
+        crate::config::check_define_combinations(&m).err()
+    };
+    let dropped = merge_defines(&cfg.kernel_defines, &mut tuned);
+    let mut merged = cfg.kernel_defines.clone();
+    merged.extend(tuned.clone());
+    // Where no small set of tuned defines makes way, the configuration's own rule is reported
+    // by `apply`'s final check, without a warning for each define left out.
+    if let (Some(e), true) = (
+        clash,
+        crate::config::check_define_combinations(&merged).is_ok(),
+    ) {
+        for key in &dropped {
+            tracing::warn!(
+                file = origin,
+                define = %key,
+                "tuned default skipped: with it the configuration's kernel defines break a combination rule: {e:#}"
+            );
+        }
     }
     for (key, v) in tuned {
         cfg.sources
@@ -256,40 +271,57 @@ fn apply_file(cfg: &mut Config, origin: &str, d: &DeviceDefaults) -> Result<()> 
 }
 
 /// Drops from `tuned` (kernel defines of a defaults file, none of them set by `set`, the
-/// configuration's) what keeps `set` ∪ `tuned` from passing the combination rules, and returns
-/// the dropped names. Tried in turn, the first that passes wins: nothing; one tuned define
-/// (in name order); every tuned define of a family the configuration sets (the name up to its
-/// first `_`: TCW, ATTN, ...); every tuned define. The file's own defines pass together (a
-/// test checks the embedded files), so only the configuration's can clash with them; where
-/// `set` alone breaks a rule, everything is dropped and [`apply`] reports that rule.
+/// configuration's) the fewest that keep `set` ∪ `tuned` from passing the combination rules, and
+/// returns their names. Only defines of a family the configuration sets (the name up to its first
+/// `_`: ATTN, TCW, TCK — the families the rules read) are candidates; subsets are tried smallest
+/// first, in name order within a size (every size up to 12 candidates, else up to 3 defines).
+/// Where none passes, every candidate is dropped, and the configuration's own broken rule is left
+/// for [`apply`]'s final check to report. Nothing is dropped where the merged set passes, as when
+/// a tuned define is what the configuration leans on (ATTN_TILE = 1 on the file's ATTN_ROWS).
 pub fn merge_defines(
     set: &BTreeMap<String, String>,
     tuned: &mut BTreeMap<String, String>,
 ) -> Vec<String> {
-    let passes = |drop: &dyn Fn(&str) -> bool| {
+    let passes = |drop: &[&String]| {
         let mut m = set.clone();
         m.extend(
             tuned
                 .iter()
-                .filter(|(k, _)| !drop(k))
+                .filter(|(k, _)| !drop.contains(k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         crate::config::check_define_combinations(&m).is_ok()
     };
+    if passes(&[]) {
+        return Vec::new();
+    }
     let family = |k: &str| k.split('_').next().unwrap_or(k).to_string();
     let set_families: std::collections::BTreeSet<String> = set.keys().map(|k| family(k)).collect();
-    let keys: Vec<String> = tuned.keys().cloned().collect();
-    let drop: Box<dyn Fn(&str) -> bool> = if passes(&|_| false) {
-        Box::new(|_| false)
-    } else if let Some(one) = keys.iter().find(|k| passes(&|x| x == k.as_str())) {
-        let one = one.clone();
-        Box::new(move |x| x == one)
-    } else if passes(&|x| set_families.contains(&family(x))) {
-        Box::new(move |x| set_families.contains(&family(x)))
-    } else {
-        Box::new(|_| true)
-    };
-    let dropped: Vec<String> = keys.into_iter().filter(|k| drop(k)).collect();
+    let cands: Vec<&String> = tuned
+        .keys()
+        .filter(|k| set_families.contains(&family(k)))
+        .collect();
+    let most = if cands.len() <= 12 { cands.len() } else { 3 };
+    let mut chosen: Option<Vec<&String>> = None;
+    'sizes: for size in 1..=most {
+        // The combinations of `size` candidates in name order: idx[0] < idx[1] < ...
+        let mut idx: Vec<usize> = (0..size).collect();
+        loop {
+            let pick: Vec<&String> = idx.iter().map(|&i| cands[i]).collect();
+            if passes(&pick) {
+                chosen = Some(pick);
+                break 'sizes;
+            }
+            let Some(at) = (0..size).rev().find(|&i| idx[i] < cands.len() - size + i) else {
+                break;
+            };
+            idx[at] += 1;
+            for j in at + 1..size {
+                idx[j] = idx[j - 1] + 1;
+            }
+        }
+    }
+    let dropped: Vec<String> = chosen.unwrap_or(cands).into_iter().cloned().collect();
     for k in &dropped {
         tuned.remove(k);
     }
@@ -451,12 +483,19 @@ max = 11.0
         // applied). TCW_CLUSTER = 1 needs one unit a group: only TCW_UPB_Q = 2 gives way (the
         // cluster runs on the file's tensor copies). TCW_WS_Q = 1 (every format on the tensor
         // copies) needs TCW_UPB_Q = 1: the same. TCW_BULK = 0 breaks the file's TCW_WS, which
-        // TCW_TMA needs: every TCW define of the file gives way. ATTN_ROWS applies throughout.
+        // TCW_TMA needs: those two give way, the rest of the family stays; with ATTN_TILE = 1
+        // as well, the file's ATTN_ROWS (which it needs) stays. ATTN_ROWS applies throughout.
         for (defs, upb_q, tma, ws_q) in [
             ("", Some("2"), Some("1"), Some("0")),
             ("TCW_CLUSTER = \"1\"\n", None, Some("1"), Some("0")),
             ("TCW_WS_Q = \"1\"\n", None, Some("1"), Some("1")),
-            ("TCW_BULK = \"0\"\n", None, None, None),
+            ("TCW_BULK = \"0\"\n", Some("2"), None, Some("0")),
+            (
+                "TCW_BULK = \"0\"\nATTN_TILE = \"1\"\n",
+                Some("2"),
+                None,
+                Some("0"),
+            ),
         ] {
             let c = with_h200(defs, None).unwrap();
             let get = |k: &str| c.kernel_defines.get(k).map(String::as_str);
@@ -480,6 +519,17 @@ max = 11.0
             c.kernel_defines.get("ATTN_ROWS").map(String::as_str),
             Some("64")
         );
+        // "auto" on this machine (no GPU in CI; a device without a file) applies no file: the
+        // configuration alone is checked, by `apply`.
+        let auto = crate::config::ConfigArgs {
+            backend: Some("cpu".into()),
+            device_defaults: Some("auto".into()),
+            ..Default::default()
+        };
+        let mut c = auto.resolve().unwrap();
+        c.kernel_defines.insert("ATTN_TILE".into(), "1".into());
+        let e = format!("{:#}", apply(&mut c).unwrap_err());
+        assert!(e.contains("ATTN_TILE = 1 needs ATTN_ROWS > 0"), "auto: {e}");
         for (defs, dd) in [
             ("ATTN_TILE = \"1\"\n", Some("none")),
             ("ATTN_TILE = \"1\"\nATTN_ROWS = \"0\"\n", None),
@@ -490,6 +540,35 @@ max = 11.0
                 "{defs} {dd:?}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn the_fewest_tuned_defines_give_way() {
+        // Wide entries of 8 heads do not fit: the file's two defines that compile them give way;
+        // its ATTN_ROWS, ATTN_HEADS and ATTN_SPLIT stay.
+        let c = with_h200("ATTN_HEADS_WIDE = \"8\"\n", None).unwrap();
+        let get = |k: &str| c.kernel_defines.get(k).map(String::as_str);
+        assert_eq!(
+            (get("ATTN_WIDE_ROWS_F16"), get("ATTN_WIDE_SPLITS")),
+            (None, None)
+        );
+        for k in ["ATTN_ROWS", "ATTN_HEADS", "ATTN_SPLIT"] {
+            assert!(get(k).is_some(), "{k}");
+        }
+        // A clash in each of two families: 8 rows of 4 heads a block with the file's
+        // ATTN_ROWS = 64 (two such blocks do not fit an SM), and TCW_UPB_Q = 2 beside the
+        // cluster. Each gives way alone.
+        let c = with_h200("TCW_CLUSTER = \"1\"\nATTN_ROWS_Q = \"8\"\n", None).unwrap();
+        let get = |k: &str| c.kernel_defines.get(k).map(String::as_str);
+        assert_eq!(
+            (
+                get("ATTN_ROWS"),
+                get("TCW_UPB_Q"),
+                get("TCW_TMA"),
+                get("ATTN_SPLIT")
+            ),
+            (None, None, Some("1"), Some("256"))
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! measured memory-copy bandwidth.
 
 use crate::config::Config;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use memra_engine::backend::cuda::{self, selfcheck, CudaDevice};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -179,6 +179,8 @@ fn bench_kernels(args: &ProbeArgs, cfg: &Config, copy_gbps: f64) -> Result<()> {
             opts.defines
                 .insert(k.trim().to_string(), v.trim().to_string());
         }
+        crate::config::check_define_combinations(&opts.defines)
+            .with_context(|| format!("--variants {set:?}"))?;
         let dev = CudaDevice::open_with(args.device, opts)?;
         let dtypes: Vec<DType> = args
             .kernel_dtypes

@@ -258,6 +258,9 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             .iter()
             .map(|(k, t)| (k.clone(), define_text(&t.value))),
     );
+    // A partial run's values sat beside the defines of another configuration, maybe.
+    crate::config::check_define_combinations(&defines)
+        .with_context(|| format!("--resume: {} with this configuration", partial.display()))?;
     // The weights every kernel candidate reads (uploaded on the first).
     let mut shared: Option<Shared> = None;
     let save = |e: &BTreeMap<String, Tuned>, k: &BTreeMap<String, Tuned>| {
@@ -329,7 +332,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 33] = [
+        let sweeps: [KnobSweep; 34] = [
             ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
             ("QIMMA_TILES", &[1, 2], 1, None, 1),
             ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -348,6 +351,8 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
             ("ATTN_WIDE_ROWS", &[0, 16, 32], 0, Some(128), 32),
             ("ATTN_WIDE_SPLITS", &[0, 32], 0, Some(8192), 1),
             ("ATTN_ROWS", &[0, 64], 0, None, 1),
+            // The tiled rows entry (needs ATTN_ROWS > 0: `attn_fits` drops 1 where it is 0).
+            ("ATTN_TILE", &[0, 1], 0, None, 1),
             ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
             ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
             ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),

@@ -220,5 +220,11 @@ mod tests {
         let r84 = d(&[("ATTN_ROWS_Q", "8"), ("ATTN_ROWS_MINB", "1")]);
         assert!(attn_fits("ATTN_ROWS", 64, &r84));
         assert!(attn_fits("QTC_UNROLL", 2, &d(&[("ATTN_SPLIT", "4096")])));
+        // The tiled rows entry is a candidate only on the rows path (the sweep after ATTN_ROWS).
+        assert!(!attn_fits("ATTN_TILE", 1, &d(&[])));
+        assert!(attn_fits("ATTN_TILE", 0, &d(&[])));
+        assert!(attn_fits("ATTN_TILE", 1, &d(&[("ATTN_ROWS", "64")])));
+        let tile3 = d(&[("ATTN_ROWS", "64"), ("ATTN_TILE_ROWS", "3")]);
+        assert!(!attn_fits("ATTN_TILE", 1, &tile3));
     }
 }
