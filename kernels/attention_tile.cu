@@ -193,39 +193,22 @@ attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const 
             float4 ch[SPT][2];
 #pragma unroll
             for (int a = 0; a < SPT; ++a) ch[a][0] = ch[a][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if constexpr (GT % SPT == 0) {
-                // A thread's slots are heads of one row: its keys in the group are i = ia ..= ib,
-                // so the loop takes exactly the terms the test below would (no per-slot branch
-                // between a weight's shared load and its FMAs).
-                const int ia = max(i0, jr0[0] > g ? (jr0[0] - g + 7) / 8 : 0);
-                const int ib = min(i1, jr1[0] >= g ? (jr1[0] - g) / 8 : -1);
+            // Where a thread's slots are heads of one row (GT % SPT == 0), its keys in the group
+            // are i = ia ..= ib, so the loop takes exactly the terms the per-slot test would, with
+            // no branch between a weight's shared load and its FMAs; else each slot tests its row.
+            constexpr bool one_row = GT % SPT == 0;
+            const int ia = one_row ? max(i0, jr0[0] > g ? (jr0[0] - g + 7) / 8 : 0) : i0;
+            const int ib = one_row ? min(i1, jr1[0] >= g ? (jr1[0] - g) / 8 : -1) : i1;
 #pragma unroll 4
-                for (int i = ia; i <= ib; ++i) {
-                    const int j = g + 8 * i;
-                    const float4 v0 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * pg);
-                    const float4 v1 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * (pg + 16));
-#pragma unroll
-                    for (int a = 0; a < SPT; ++a) {
-                        const float w = sc[(sg * SPT + a) * AT_SS + j];
-                        ch[a][0].x = __fmaf_rn(w, v0.x, ch[a][0].x);
-                        ch[a][0].y = __fmaf_rn(w, v0.y, ch[a][0].y);
-                        ch[a][0].z = __fmaf_rn(w, v0.z, ch[a][0].z);
-                        ch[a][0].w = __fmaf_rn(w, v0.w, ch[a][0].w);
-                        ch[a][1].x = __fmaf_rn(w, v1.x, ch[a][1].x);
-                        ch[a][1].y = __fmaf_rn(w, v1.y, ch[a][1].y);
-                        ch[a][1].z = __fmaf_rn(w, v1.z, ch[a][1].z);
-                        ch[a][1].w = __fmaf_rn(w, v1.w, ch[a][1].w);
-                    }
-                }
-            } else
-#pragma unroll 4
-            for (int i = i0; i <= i1; ++i) {
+            for (int i = ia; i <= ib; ++i) {
                 const int j = g + 8 * i;
                 const float4 v0 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * pg);
                 const float4 v1 = *reinterpret_cast<const float4*>(st + i * AT_ST + 4 * (pg + 16));
 #pragma unroll
                 for (int a = 0; a < SPT; ++a) {
-                    if (j < jr0[a] || j > jr1[a]) continue;
+                    if constexpr (!one_row) {
+                        if (j < jr0[a] || j > jr1[a]) continue;
+                    }
                     const float w = sc[(sg * SPT + a) * AT_SS + j];
                     ch[a][0].x = __fmaf_rn(w, v0.x, ch[a][0].x);
                     ch[a][0].y = __fmaf_rn(w, v0.y, ch[a][0].y);
