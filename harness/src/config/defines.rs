@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 102] = [
+pub const KERNEL_DEFINES: [&str; 103] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -92,6 +92,7 @@ pub const KERNEL_DEFINES: [&str; 102] = [
     "TCW_WS",
     "TCW_TMA",
     "TCW_WS_Q",
+    "TCW_PP",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -251,6 +252,11 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
     // The tensor copies are the producer warp's.
     if tck("TCW_TMA", 0) == 1 && tck("TCW_WS", 0) == 0 {
         anyhow::bail!("kernel_defines.TCW_TMA = 1 needs TCW_WS = 1 (and so TCW_BULK = 1)");
+    }
+    // The ping-pong of the two warpgroups: no block barrier a unit (the producer warp's form),
+    // two warpgroups, one unit a group.
+    if tck("TCW_PP", 0) == 1 && (tck("TCW_WS", 0) == 0 || tck("TCW_WG", 2) != 2 || upb > 1) {
+        anyhow::bail!("kernel_defines.TCW_PP = 1 needs TCW_WS = 1, TCW_WG = 2 and TCW_UPB = 1");
     }
     Ok(())
 }

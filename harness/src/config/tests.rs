@@ -359,6 +359,12 @@ fn kernel_define_values_are_checked_by_kind() {
             "unless TCW_WS_Q = 0",
         ),
         ("TCW_WS_Q = \"1\"", "TCW_WS_Q = 1 needs TCW_WS = 1"),
+        ("TCW_PP = \"1\"", "TCW_PP = 1 needs TCW_WS = 1"),
+        (
+            "TCW_PP = \"1\"\nTCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WG = \"1\"",
+            "TCW_PP = 1 needs TCW_WS = 1, TCW_WG = 2",
+        ),
+        ("TCW_PP = \"2\"", "\"0\" or \"1\""),
         (
             "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WS_Q = \"0\"\nTCW_CLUSTER = \"1\"\nTCW_UPB_Q = \"2\"",
             "TCW_CLUSTER = 1 needs",
