@@ -681,6 +681,48 @@ __device__ __forceinline__ void tcw_bar_wait(u32 bar, u32 parity) {
         "r"(parity)
         : "memory");
 }
+// The wgmma GEMM's cluster and tensor-copy helpers (kernels/linear_tcw.cu).
+// TCW_CLUSTER: `bytes` from global `src` to shared offset `dst` of every block of the cluster,
+// completing on the mbarrier at offset `bar` in each.
+__device__ __forceinline__ void tcw_bulk_mc(u32 dst, const void* src, u32 bytes, u32 bar) {
+    const unsigned short both = 3;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+        "%4;\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "h"(both)
+        : "memory");
+}
+// TCW_TMA: the box at coordinates (c0, c1, c2) of the 3-D tensor map `map` (a kernel parameter's
+// address) to shared offset `dst`, completing on the mbarrier at offset `bar`; with `mc` (TCW_CLUSTER)
+// into both blocks of the cluster.
+__device__ __forceinline__ void tcw_tma3(u32 dst, const TmaMap* map, int c0, int c1, int c2, u32 bar, bool mc) {
+    const unsigned short both = 3;
+    if (mc)
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+            "%3, %4}], [%5], %6;\n" ::"r"(dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(both)
+            : "memory");
+    else
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+                dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+            : "memory");
+}
+// One arrival on the mbarrier at shared offset `bar` of block `rank` of the cluster, with default
+// semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: the stage it frees was
+// read only by wgmma and shared loads complete before the block's barrier. Run 124 (H100): the
+// release.cluster form (a MEMBAR.GPU an arrival, and acquire.cluster waits with an L1
+// invalidate) made the BF16 GEMM 2.4x slower than the shipped one; this one 1.32x.
+__device__ __forceinline__ void tcw_arrive_cluster(u32 bar, u32 rank) {
+    u32 remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void tcw_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 #else
 #define TCW_HAVE_WGMMA 0
 #endif

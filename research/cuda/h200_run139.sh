@@ -1,23 +1,37 @@
 #!/bin/bash
 # Run 139 (prepared in the thirty-ninth session): the next device session's first call, in one
-# machine start. 1. research/cuda/h200_run138.sh (probe_wgmma_rate, ~10 s). 2. The split-K
-# descriptor A/B (research/cuda/h200_run137.sh: A = main's binary, B = branch tck-desc's).
-# 3. On an H200 only: BF16 TTFT of 1,024 tokens, ABBA ship / ATTN_TILE = 1 with binary A (the
-#    H200 file's ATTN_TILE entry; every H100 run gave -1.3 to -1.4%) and the board's TTFT with
-#    the shipped file and the one-add descriptors (H200 run 127: 100.0 ms before them), after
-#    the tile's green (self-check f32/f16, lanes) on the H200.
-# Carry target/memra-a.gz and target/memra-b.gz; the call's limit 600 s.
-# Usage: h200_run139.sh MEMRA_A MEMRA_B OUT_DIR
+# machine start, most important first.
+# 1. TCW_SWP = 1 (kernels/linear_tcw.cu: each BF16 warpgroup's MMAs kept going across units; the
+#    producer passes units on by named barriers): green (self-check f32 and f16, CUDA lanes), a
+#    hang shows as the self-check's timeout; kernel table at M = 1,024 (ship, SWP, SWP with 6
+#    stages); BF16 TTFT of 1,024 tokens ABBA ship / swp.
+#    Prediction: BF16 GEMMs 10-30% faster (run 134: the warpgroups wait on their own MMAs and
+#    folds, not on the pipe); TTFT 98.7 -> 75-90 ms on an H100.
+# 2. research/cuda/probe_wgmma_rate.cu (h200_run138.sh, ~10 s): the MMAs' own rate.
+# 3. As time allows: the split-K descriptor A/B (h200_run137.sh; A = this binary, B = branch
+#    tck-desc's).
+# Usage: h200_run139.sh MEMRA_A MEMRA_B OUT_DIR   (carry target/memra-a.gz, target/memra-b.gz)
 set -u
-NA=$1; NB=$2; O=$3
+N=$1; NB0=$2; O=$3; B=560
 D=$(dirname "$0")
-mkdir -p "$O/probe" "$O/tck"
-bash "$D/h200_run138.sh" "$O/probe"
-bash "$D/h200_run137.sh" "$NA" "$NB" "$O/tck" 290
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
-*H200*)
-  N=$NA; B=250; source "$D/run_lib.sh"; L=$O/log.txt; t0=$(date +%s)
-  mk ship; mk tile ATTN_TILE=1
-  green tile && ttft bf16 ship tile tile ship;;
-*) echo "not an H200: no TTFT A/B" | tee -a "$O/log.txt";;
-esac
+source "$D/run_lib.sh"
+run_start any
+mk ship
+mk swp TCW_SWP=1
+if green swp; then
+  step "kernel table, M = 1,024, BF16: ship, SWP, SWP at 6 stages"
+  timeout 60 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16 --kernel-shapes q/o,qkv,gate+up,down \
+    --variants ";TCW_SWP=1;TCW_SWP=1,TCW_STAGES=6" > "$O/kbench.txt" 2>&1
+  grep -E "^linear |rror" "$O/kbench.txt" | cut -c1-100 | tee -a "$L"
+  ttft bf16 ship swp swp ship
+else
+  step "swp not green: no timing"
+fi
+step "probe_wgmma_rate"
+mkdir -p "$O/probe"; bash "$D/h200_run138.sh" "$O/probe" | tail -16 | tee -a "$L"
+T=$(( B - ($(date +%s) - t0) ))
+if [ $T -gt 200 ]; then
+  step "split-K descriptor A/B, $T s"
+  mkdir -p "$O/tck"; bash "$D/h200_run137.sh" "${1}" "$NB0" "$O/tck" $((T - 20)) | tail -20
+fi
+step done; exit 0
