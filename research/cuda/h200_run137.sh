@@ -2,7 +2,7 @@
 # Run 137 (prepared in the thirty-ninth session, branch tck-desc): the wgmma split-K form's
 # descriptors by one add (kernels/linear_tck.cu), as run 135b did for linear_tcw (BF16 GEMMs
 # 4.6-7% faster, TTFT -4.2% on an H100). NVRTC, H200 file: the issue window of 16 HGMMA from 127
-# to 74 instructions (linear_tck_bf16_n32), 138 -> 142 registers, no spill.
+# to 101 instructions (linear_tck_bf16_n32), 138 -> 136 registers, no spill.
 # Two binaries: A (main's code) and B (this branch). Same descriptors: same bits.
 # 1. Green (B): self-check f32 and f16, CUDA lanes.
 # 2. Kernel table at M = 32, BF16, A and B.
