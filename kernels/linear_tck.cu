@@ -1,6 +1,7 @@
 // The wgmma split-K linear layers (kernels/linear_tcw.cu's tiled wgmma form has the many-token
 // case; the tile-unit layout and the exactness chain are linear_tc.cu's, docs/DESIGN.md §3).
 #include "common.cuh"
+#include "wgmma.cuh"
 
 // The wgmma split-K form for batched decode and verify (QTC_SK = 3, host side: from QTC_SK_MIN
 // tokens up to the tiled form's QTC_GEMM_MIN; sm_90a only). Why (research/cuda-notes.md, runs
@@ -63,27 +64,6 @@
 #endif
 
 #if TCW_HAVE_WGMMA
-// d = (scale_d ? d : 0) + A B for NTOK = 32 (m64n32k16, 16 accumulators a thread) and 16
-// (m64n16k16, 8): A (this warp's 16 rows x 16 k) in registers, B (NTOK tokens x 16 k) by
-// descriptor.
-__device__ __forceinline__ void tck_mma(float (&d)[16], const u32 (&a)[4], unsigned long long desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
-        "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-__device__ __forceinline__ void tck_mma(float (&d)[8], const u32 (&a)[4], unsigned long long desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
 // A 16-byte load of read-only weights through an asm volatile, so that it is issued where the
 // source puts it (before the MMAs of the batch before; the compiler would otherwise sink it past
 // their wait into the registers they read, one batch of loads in flight).
@@ -98,11 +78,6 @@ __device__ __forceinline__ uint2 tck_ldg2(const uint2* p) {
     uint2 v;
     asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
     return v;
-}
-template <int N>
-__device__ __forceinline__ void tck_pin(float (&d)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 #endif
 
@@ -341,7 +316,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
 #pragma unroll
             for (int e = 0; e < NA; ++e) ux[e] = 0.0f;
-            tck_pin(ux);
+            tcw_pin(ux);
             tcw_fence();
 #pragma unroll
             for (int h = 0; h < 2; ++h)
@@ -349,7 +324,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 for (int p = 0; p < P; ++p) tck_mma(ux, ones, desc[h][p], h + p > 0 ? acc_on : from0);
             tcw_commit();
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            tck_pin(ux);
+            tcw_pin(ux);
             if (wq == 0 && g == 0) {
 #pragma unroll
                 for (int e = 0; e < NA; ++e)
@@ -496,7 +471,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
             asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
+            for (int j = 0; j < TCK_UB; ++j) tcw_pin(us[j]);
             tcw_fence();
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
@@ -507,7 +482,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             tcw_commit();
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) tck_pin(us[j]);
+            for (int j = 0; j < TCK_UB; ++j) tcw_pin(us[j]);
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
                 if (j < nb) {

@@ -27,6 +27,7 @@
 // into its bf16 parts once per call by `tcw_split_x`, in the core-matrix order wgmma's descriptor
 // reads.
 #include "common.cuh"
+#include "wgmma.cuh"
 
 // Warpgroups (of 64 rows) a block.
 #ifndef TCW_WG
@@ -196,42 +197,6 @@ extern "C" __global__ void __launch_bounds__(256) tcw_xsum(const float* x, float
     // Every row of the result holds the sums: c = 0 token 2t, c = 1 token 2t + 1.
     if (g == 0) *reinterpret_cast<float2*>(xsum + (size_t)u * ld + m0 + 2 * t) = make_float2(ux[0], ux[1]);
 }
-
-#if TCW_HAVE_WGMMA
-// Pins d's registers at this point (CUTLASS's warpgroup_fence_operand): the compiler may not
-// move their definitions (the zeros before the first MMA) in between a fence and its MMAs.
-__device__ __forceinline__ void tcw_pin(float (&d)[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-// d = (scale_d ? d : 0) + A B: one m64n64k16 (bf16 in, f32 accumulation), A (this warp's 16 rows
-// x 16 k) in registers in the m16n8k16 fragment order, B (64 tokens x 16 k) by descriptor.
-__device__ __forceinline__ void tcw_mma(float (&d)[32], const u32 (&a)[4], unsigned long long desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-        "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-// Wait until at most N committed groups of this warpgroup are pending; d's registers are written
-// by them, so they are named here (nothing reads them before the wait).
-template <int N>
-__device__ __forceinline__ void tcw_wait(float (&d)[32]) {
-    asm volatile("wgmma.wait_group.sync.aligned %32;\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "n"(N)
-                 : "memory");
-}
-#endif
 
 // xs: tcw_split_x's output for tokens m_base .. m_base + mc; q, s: linear_tc.cu's layout; bias:
 // [R] f32 or null; y: Outs, token m_base + m for the slab's token m; xsum, ld (Q4_K only, else

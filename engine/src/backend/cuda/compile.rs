@@ -15,12 +15,16 @@ use std::path::{Path, PathBuf};
 pub struct KernelSource {
     /// File name under `kernels/`, used in logs and error messages.
     pub name: &'static str,
-    /// The `.cu` text as written (before `common.cuh` is spliced in).
+    /// The `.cu` text as written (before `common.cuh` and `wgmma.cuh` are spliced in).
     pub src: &'static str,
 }
 
 /// The shared header every kernel file includes.
 pub const COMMON_CUH: &str = include_str!("../../../../kernels/common.cuh");
+
+/// Hopper's wgmma, mbarrier and bulk-copy helpers, included (after `common.cuh`) by the wgmma
+/// GEMM files.
+pub const WGMMA_CUH: &str = include_str!("../../../../kernels/wgmma.cuh");
 
 /// Every kernel file of the engine.
 pub const KERNELS: &[KernelSource] = &[
@@ -172,10 +176,14 @@ pub fn nvrtc_available() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-/// The source NVRTC sees: `common.cuh` spliced in place of its `#include` line.
+/// The source NVRTC sees: `common.cuh` and `wgmma.cuh` spliced in place of their `#include`
+/// lines (so NVRTC needs no include callback for the project's own headers).
 pub fn full_source(k: &KernelSource) -> String {
     let common = COMMON_CUH.replace("#pragma once", "");
-    k.src.replace("#include \"common.cuh\"", &common)
+    let wgmma = WGMMA_CUH.replace("#pragma once", "");
+    k.src
+        .replace("#include \"common.cuh\"", &common)
+        .replace("#include \"wgmma.cuh\"", &wgmma)
 }
 
 fn nvrtc_args(arch: &str, kind: ImageKind, opts: &KernelOptions) -> Vec<String> {

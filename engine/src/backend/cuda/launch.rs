@@ -104,7 +104,7 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Appends a tensor map (a `const __grid_constant__` 128-byte parameter, kernels/common.cuh's
+    /// Appends a tensor map (a `const __grid_constant__` 128-byte parameter, kernels/wgmma.cuh's
     /// `TmaMap`), passed by value: the driver copies it at the launch (and a graph capture keeps
     /// that copy).
     pub fn arg_map(&mut self, map: sys::CUtensorMap) -> &mut Self {
