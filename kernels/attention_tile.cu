@@ -28,6 +28,14 @@
 #ifndef ATTN_TILE_ROWS
 #define ATTN_TILE_ROWS 16
 #endif
+// Blocks of attn_tile_f32 an SM (1 or 2; __launch_bounds__' minimum). With 2 the compiler keeps
+// to 128 registers a thread: 8 rows of 4 heads (32 slots) fit there without spilling (130 at 1),
+// so two blocks' 16 warps share an SM's issue slots where one block's 8 wait on shared memory
+// (run 134: 4.92 cycles an issued instruction, short scoreboard first). Same operations, so the
+// same bits.
+#ifndef ATTN_TILE_MINB
+#define ATTN_TILE_MINB 1
+#endif
 #if ATTN_SPLIT == 256
 #define AT_HD 128              // head_dim
 #define AT_KC 64               // positions a K chunk
@@ -36,7 +44,7 @@
 // Dynamic shared memory of attn_tile_f32 (bytes; host: attn_tile_smem_bytes) for NS slots and TR
 // rows: q [NS][132], the K/V stage [64][132], scores [NS][260], the split's slots [256], split and
 // running (m, l) [NS][2] each, and the rows' first and last key positions [TR][2].
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, ATTN_TILE_MINB)
 attn_tile_f32(const float* q, const kv_t* kc, const kv_t* vc, float* out, const u32* row_pos,
               const u32* row_tab, const u32* tables, int nh, int nkv, int hd, int bs, int window,
               float scale, int rows) {

@@ -577,7 +577,7 @@ fn attention_variants_compile() {
         opts.defines.insert("ATTN_ROWS".into(), "64".into());
         opts.defines.insert("ATTN_SKIP".into(), skip.to_string());
         opts.defines.insert("ATTN_TILE".into(), skip.to_string());
-        // With the skip, the tiled entry's own module too (16, 4 and 12 rows a block).
+        // With the skip, the tiled entry's own module too (16, 4, 12 and 8 rows a block).
         let tile = KERNELS
             .iter()
             .find(|k| k.name == "attention_tile.cu")
@@ -592,6 +592,12 @@ fn attention_variants_compile() {
                 o.defines.insert("ATTN_TILE_ROWS".into(), rows.into());
                 files.push((tile, "attn_tile_f32", o));
             }
+            // 8 rows, two blocks an SM: 128 registers a thread. NVRTC 13.0 spills a few of the
+            // running V sums around the once-a-split merge (164 bytes stored), none in the loops.
+            let mut o = opts.clone();
+            o.defines.insert("ATTN_TILE_ROWS".into(), "8".into());
+            o.defines.insert("ATTN_TILE_MINB".into(), "2".into());
+            files.push((tile, "attn_tile_f32", o));
         }
         for (file, entry, opts) in files {
             let c = compile_uncached(file, "sm_90a", ImageKind::Cubin, &opts).unwrap_or_else(|e| {
@@ -607,13 +613,18 @@ fn attention_variants_compile() {
                 "{entry} (KV_F16 {f16}): {}",
                 c.log
             );
+            let spill_cap = if opts.defines.contains_key("ATTN_TILE_MINB") {
+                512
+            } else {
+                0
+            };
             for r in report.iter().filter(|r| r.function.starts_with("attn_")) {
-                assert_eq!(
-                    r.spill_stores + r.spill_loads,
-                    0,
-                    "{} spills (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}, {:?})",
+                assert!(
+                    r.spill_stores + r.spill_loads <= spill_cap,
+                    "{} spills (KV_F16 {f16}, ATTN_ROWS 64, ATTN_SKIP {skip}, {:?} rows, {:?} blocks)",
                     r.function,
-                    opts.defines.get("ATTN_TILE_ROWS")
+                    opts.defines.get("ATTN_TILE_ROWS"),
+                    opts.defines.get("ATTN_TILE_MINB")
                 );
             }
         }

@@ -557,7 +557,7 @@ impl ConfigArgs {
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_UPB and TCW_UPB_Q 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
-            // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 to 4, ATTN_TILE_ROWS 1 to 16; the rest are sizes.
+            // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 to 4, ATTN_TILE_ROWS 1 to 16, ATTN_TILE_MINB 1 to 2; the rest are sizes.
             let switch = matches!(
                 k.as_str(),
                 "QLIN_FACTOR"
@@ -628,6 +628,8 @@ impl ConfigArgs {
                 }
                 Ok(n) if k == "ATTN_ROWS_MINB" && (1..=4).contains(&n) => {}
                 Ok(n) if k == "ATTN_TILE_ROWS" && (1..=16).contains(&n) => {}
+                Ok(n) if k == "ATTN_TILE_MINB" && (1..=2).contains(&n) => {}
+                _ if k == "ATTN_TILE_MINB" => anyhow::bail!("kernel_defines.ATTN_TILE_MINB must be 1 or 2 blocks (got {v:?})"),
                 _ if k == "ATTN_TILE_ROWS" => anyhow::bail!("kernel_defines.ATTN_TILE_ROWS must be 1 to 16 rows (got {v:?})"),
                 _ if k == "ATTN_ROWS_MINB" => anyhow::bail!("kernel_defines.ATTN_ROWS_MINB must be 1 to 4 blocks (got {v:?})"),
                 Ok(n) if matches!(k.as_str(), "TCW_UPB" | "TCW_UPB_Q") && (1..=4).contains(&n) => {}

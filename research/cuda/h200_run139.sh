@@ -7,6 +7,10 @@
 #    stages); BF16 TTFT of 1,024 tokens ABBA ship / swp.
 #    Prediction: BF16 GEMMs 10-30% faster (run 134: the warpgroups wait on their own MMAs and
 #    folds, not on the pipe); TTFT 98.7 -> 75-90 ms on an H100.
+# 1b. ATTN_TILE_MINB = 2 (two attn_tile_f32 blocks of 8 rows an SM, 128 registers): green, then
+#    BF16 TTFT ABBA tile (16 rows, one block an SM) / tile8x2, both on the shipped GEMMs.
+#    Prediction: 16 warps an SM hide the shared-memory latency that 8 do not (4.92 cycles an
+#    instruction, run 134): attention about 22 -> 16-19 ms, TTFT 1.5-4% under tile's.
 # 2. research/cuda/probe_wgmma_rate.cu (h200_run138.sh, ~10 s): the MMAs' own rate.
 # 3. As time allows: the split-K descriptor A/B (h200_run137.sh; A = this binary, B = branch
 #    tck-desc's).
@@ -26,6 +30,13 @@ if green swp; then
   ttft bf16 ship swp swp ship
 else
   step "swp not green: no timing"
+fi
+mk tile ATTN_TILE=1
+mk tile8x2 ATTN_TILE=1 ATTN_TILE_ROWS=8 ATTN_TILE_MINB=2
+if green tile8x2; then
+  ttft bf16 tile tile8x2 tile8x2 tile
+else
+  step "tile8x2 not green: no timing"
 fi
 step "probe_wgmma_rate"
 mkdir -p "$O/probe"; bash "$D/h200_run138.sh" "$O/probe" | tail -16 | tee -a "$L"

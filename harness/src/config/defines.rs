@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 104] = [
+pub const KERNEL_DEFINES: [&str; 105] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -25,6 +25,7 @@ pub const KERNEL_DEFINES: [&str; 104] = [
     "ATTN_ROWS_MINB",
     "ATTN_TILE",
     "ATTN_TILE_ROWS",
+    "ATTN_TILE_MINB",
     "ATTN_ROWS_KORDER",
     "ATTN_ROWS_KUNROLL",
     "ATTN_ROWS_VBATCH",
@@ -152,6 +153,17 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
         if !ns.is_multiple_of(16) || ns > 64 {
             return Err(format!(
                 "ATTN_TILE_ROWS x ATTN_ROWS_HEADS = {ns} must be 16, 32, 48 or 64 (attn_tile_f32 spreads its slots 16 ways, at most 4 a thread)"
+            ));
+        }
+        // ATTN_TILE_MINB blocks an SM (engine/src/backend/cuda/attention.rs attn_tile_smem_bytes),
+        // each with 1 KiB the driver reserves, out of 233,472 bytes.
+        let tr = get("ATTN_TILE_ROWS", 16) as u64;
+        let ns = ns as u64;
+        let tile_bytes = 4 * (ns * 132 + 64 * 132 + ns * 260 + 256 + 4 * ns) + 8 * tr;
+        let minb = get("ATTN_TILE_MINB", 1) as u64;
+        if minb * (tile_bytes + 1024) > 233_472 {
+            return Err(format!(
+                "ATTN_TILE_MINB = {minb} blocks of {tile_bytes} bytes of shared memory (ATTN_TILE_ROWS x ATTN_ROWS_HEADS = {ns}) do not fit an SM's 233,472 (lower one)"
             ));
         }
     }

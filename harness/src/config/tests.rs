@@ -263,6 +263,10 @@ fn kernel_define_values_are_checked_by_kind() {
     resolve("ATTN_ROWS = \"64\"\nATTN_TILE = \"1\"\nATTN_TILE_ROWS = \"8\"")
         .expect("the tiled rows entry");
     resolve(
+        "ATTN_ROWS = \"64\"\nATTN_TILE = \"1\"\nATTN_TILE_ROWS = \"8\"\nATTN_TILE_MINB = \"2\"",
+    )
+    .expect("two tiled blocks of 8 rows an SM");
+    resolve(
         "TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_WS_Q = \"0\"\nTCW_UPB_Q = \"2\"",
     )
     .expect("tensor copies for BF16, the quantized entries on the ring, two units a group");
@@ -318,6 +322,11 @@ fn kernel_define_values_are_checked_by_kind() {
             "= 12 must be 16, 32, 48 or 64",
         ),
         ("ATTN_TILE_ROWS = \"17\"", "ATTN_TILE_ROWS must be 1 to 16"),
+        ("ATTN_TILE_MINB = \"3\"", "ATTN_TILE_MINB must be 1 or 2"),
+        (
+            "ATTN_TILE = \"1\"\nATTN_ROWS = \"64\"\nATTN_TILE_MINB = \"2\"",
+            "ATTN_TILE_MINB = 2 blocks of 136320 bytes",
+        ),
         (
             "ATTN_SPLIT = \"512\"\nATTN_ROWS = \"64\"\nATTN_ROWS_Q = \"8\"",
             "ATTN_ROWS_Q x ATTN_ROWS_HEADS = 32 needs 397568 bytes",
