@@ -456,17 +456,22 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 #pragma unroll
             for (int j = 0; j < TCK_UB; ++j)
                 if (!TCK_LDG && !TCK_BULK && j < nb) next_copy();
+            // Each descriptor by one add to the unit's first (the start address field, the low
+            // word's bits 0-13; offsets multiples of 16 under 256 KiB), as linear_tcw's issue; the
+            // unit's low word made here and the high word a constant, so nothing stays live
+            // across the loop (a block-wide base spilled at three parts and TCK_WG = 3).
             unsigned long long desc[TCK_UB][2][P];
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j)
+            for (int j = 0; j < TCK_UB; ++j) {
+                const u32 xlo = (u32)tcw_desc(tck_smem + (un + (j < nb ? j : 0)) * X_UNIT, P * 512);
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
-                    for (int p = 0; p < P; ++p) {
-                        const u8* X = tck_smem + (un + (j < nb ? j : 0)) * X_UNIT;
-                        const unsigned long long v = tcw_desc(X + p * 512 + h * 256, P * 512);
-                        asm volatile("mov.b64 %0, %1;\n" : "=l"(desc[j][h][p]) : "l"(v));
-                    }
+                    for (int p = 0; p < P; ++p)
+                        asm volatile("mov.b64 %0, {%1, %2};\n"
+                                     : "=l"(desc[j][h][p])
+                                     : "r"(xlo + (p * 512 + h * 256) / 16), "r"((P * 512) >> 4));
+            }
             int from0, acc_on;
             asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
             asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));

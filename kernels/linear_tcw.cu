@@ -121,19 +121,6 @@
 #ifndef TCW_PP
 #define TCW_PP 0
 #endif
-// 1 (with TCW_WS = 1, one unit a group, not TCW_PP or TCW_CLUSTER): each BF16 warpgroup keeps
-// its MMAs going across units: after folding half 0 of unit u it issues half 0 of unit u + 1,
-// then folds half 1 of u while that runs, then issues half 1 of u + 1 (the TCW_UPB order without
-// the group's end). The producer warp waits for each unit's copies on the full mbarrier and
-// passes it on by a named barrier a stage and warpgroup (3 + TCW_STAGES wg + u % TCW_STAGES, so
-// the warpgroups drift apart as under TCW_WS), which the computing warps take with one bar.sync: an mbarrier wait's retry loop between an MMA's issue and its wait makes
-// ptxas wait for every pending group before the first fold (NVRTC 13.0). The computing warps'
-// role comes from a shuffle (warp-uniform to ptxas) and their loop has no other branch while MMAs
-// are pending; otherwise ptxas serializes the MMAs (C7513, C7518). Same MMAs and folds in the same
-// order: same bits.
-#ifndef TCW_SWP
-#define TCW_SWP 0
-#endif
 // Whether format F's entries keep the cp.async ring under TCW_WS_Q = 0, and their producer warp.
 #define TCW_Q_RING(F) ((F) != TC_BF16 && TCW_WS && !TCW_WS_Q)
 #define TCW_WS_OF(F) (TCW_Q_RING(F) ? 0 : TCW_WS)
@@ -455,10 +442,6 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     static_assert(!WSP || BULK, "TCW_WS needs TCW_BULK 1");
     // TCW_PP where this format takes the producer warp (BF16 under TCW_WS_Q = 0).
     constexpr bool PP = TCW_PP && WSP && UPB == 1;
-    // TCW_SWP where this format takes the producer warp (BF16 under TCW_WS_Q = 0).
-    constexpr bool SWP = TCW_SWP && WSP && UPB == 1 && !TCW_CLUSTER && !TCW_PP && F == TC_BF16;
-    static_assert(!SWP || (TCW_STAGES >= 3 && 3 + TCW_WG * TCW_STAGES <= 16),
-                  "TCW_SWP holds two stages a step and takes named barriers 3 .. 2 + TCW_WG TCW_STAGES");
     // Tensor copies write to 128-byte aligned shared addresses.
     static_assert(!TMA || (WSP && STAGE % 128 == 0 && X_UNIT % 128 == 0 && (MT * WB) % 128 == 0 && XS_OFF % 128 == 0),
                   "TCW_TMA needs TCW_WS 1 and 128-byte aligned operands");
@@ -477,31 +460,11 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         // TCW_CLUSTER: both blocks' barriers are made before either copies into or arrives on them.
         if (TCW_CLUSTER) tcw_cluster_sync();
         else __syncthreads();
-        if (SWP ? __shfl_sync(0xffffffffu, tid >> 5, 0) >= NTH / 32 : tid >= NTH) {  // (TCW_SWP: warp-uniform)
+        if (tid >= NTH) {
             // The producer warp: unit v into stage v % TCW_STAGES once every computing warp is
             // past unit v - TCW_STAGES (the empty barrier's phase v / TCW_STAGES - 1; TCW_CLUSTER:
             // of both blocks). It leaves after the last unit's copies are issued; they complete on
             // the full barriers (TCW_CLUSTER: after the cluster barrier that ends both blocks).
-            if (SWP) {
-                // TCW_SWP: unit w's copies complete, then its named barrier; then the stage unit
-                // w - 1 frees (its empty barrier) takes unit w - 1 + TCW_STAGES. A named barrier
-                // is arrived at again only after the computing warps are past its last unit.
-                for (int v = 0; v < TCW_STAGES && v < nu; ++v) bulk_load(v, v);
-                for (int w = 0; w < nu; ++w) {
-                    tcw_bar_wait(bar0 + 8 * (w % TCW_STAGES), (w / TCW_STAGES) & 1);
-                    __syncwarp();  // bar.arrive is .aligned: the warp converged after the wait's loop
-#pragma unroll
-                    for (int k = 0; k < TCW_WG; ++k)
-                        asm volatile("bar.arrive %0, %1;\n" ::"r"(3 + k * TCW_STAGES + w % TCW_STAGES), "n"(128 + 32)
-                                     : "memory");
-                    const int v = w - 1 + TCW_STAGES;
-                    if (w >= 1 && v < nu) {
-                        tcw_bar_wait(empty0 + 8 * ((w - 1) % TCW_STAGES), ((w - 1) / TCW_STAGES) & 1);
-                        bulk_load(v, v % TCW_STAGES);
-                    }
-                }
-                return;
-            }
             for (int v = 0; v < nu; ++v) {
                 const int b = v % TCW_STAGES;
                 if (v >= TCW_STAGES) tcw_bar_wait(empty0 + 8 * b, (v / TCW_STAGES - 1) & 1);
@@ -562,61 +525,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // next unit's half 1 goes in. No register a pending MMA reads or writes is touched, and no A
     // register defined, between a fence and the next wait (else ptxas serializes the MMAs); the
     // overlap across groups comes from the block's other warpgroups.
-    // TCW_SWP: unit u's fragments in (ac, dc), unit u + 1's into (an, dn); both halves of u in
-    // flight on entry. Named barrier 3 + TCW_STAGES wg + u % TCW_STAGES: unit u staged. No branch while MMAs are
-    // pending but the loop's own (ptxas must count the pending groups on every path).
-    const int swp_id = 3 + TCW_STAGES * (warp >> 2);  // this warpgroup's first named barrier
-    auto swp_empty = [&](int u) {
-        // Both halves of unit u done and its fragments read: its stage may be refilled (lane 0
-        // by a predicate, not a branch).
-        __syncwarp();
-        asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
-                         empty0 + 8 * (u % TCW_STAGES)),
-                     "r"(lane)
-                     : "memory");
-    };
-    auto swp_more = [&](int u, const u32 (&ac)[2][4], const float (&dc)[2], u32 (&an)[2][4], float (&dn)[2]) {
-        float ml0[2] = {0.0f, 0.0f}, mln[2];  // (BF16 takes no ml: unit u's and u + 1's kept apart anyway)
-        tcw_wait<1>(us0);
-        fold(u, 0, acc0, us0, dc, ml0);
-        asm volatile("bar.sync %0, %1;\n" ::"r"(swp_id + (u + 1) % TCW_STAGES), "n"(128 + 32) : "memory");
-        read_a(u + 1, an, dn, mln);
-        issue(u + 1, 0, an, us0);
-        tcw_wait<1>(us1);
-        fold(u, 1, acc1, us1, dc, ml0);
-        issue(u + 1, 1, an, us1);
-        slice_end(u);
-        swp_empty(u);
-    };
-    auto swp_last = [&](int u, const float (&dc)[2]) {
-        float ml0[2] = {0.0f, 0.0f};
-        tcw_wait<1>(us0);
-        fold(u, 0, acc0, us0, dc, ml0);
-        tcw_wait<0>(us1);
-        fold(u, 1, acc1, us1, dc, ml0);
-        slice_end(u);
-        swp_empty(u);
-    };
-    if (SWP && nu > 0) {
-        u32 fa[2][2][4];
-        float fd[2][2], ml0[2] = {0.0f, 0.0f};
-        asm volatile("bar.sync %0, %1;\n" ::"r"(swp_id), "n"(128 + 32) : "memory");
-        read_a(0, fa[0], fd[0], ml0);
-        issue(0, 0, fa[0], us0);
-        issue(0, 1, fa[0], us1);
-        int u = 0;
-        for (; u + 2 < nu; u += 2) {
-            swp_more(u, fa[0], fd[0], fa[1], fd[1]);
-            swp_more(u + 1, fa[1], fd[1], fa[0], fd[0]);
-        }
-        if (u + 1 < nu) {
-            swp_more(u, fa[0], fd[0], fa[1], fd[1]);
-            swp_last(u + 1, fd[1]);
-        } else {
-            swp_last(u, fd[0]);
-        }
-    }
-    for (int u = 0; u < (SWP ? 0 : nu); u += UPB) {
+    for (int u = 0; u < nu; u += UPB) {
         // Units u .. u + UPB - 1 staged and visible to the async proxy; every warpgroup past the
         // group before, whose buffers take units u + AHEAD .. (only real units; an empty group
         // keeps the count of committed groups one a unit).

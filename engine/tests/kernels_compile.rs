@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 45] = [
+    let sets: [&[(&str, &str)]; 44] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -332,19 +332,6 @@ fn linear_switches_compile() {
             ("TCW_WS_Q", "0"),
             ("TCW_UPB_Q", "2"),
             ("TCW_PP", "1"),
-        ],
-        // The same with each warpgroup's MMAs kept going across units (TCW_SWP, BF16), at 6
-        // stages (named barriers 3 to 8).
-        &[
-            ("QTC_GEMM", "3"),
-            ("QTC_XSPLIT", "2"),
-            ("TCW_BULK", "1"),
-            ("TCW_WS", "1"),
-            ("TCW_TMA", "1"),
-            ("TCW_WS_Q", "0"),
-            ("TCW_UPB_Q", "2"),
-            ("TCW_STAGES", "6"),
-            ("TCW_SWP", "1"),
         ],
         &[
             ("QTC_GEMM", "3"),

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 105] = [
+pub const KERNEL_DEFINES: [&str; 104] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -94,7 +94,6 @@ pub const KERNEL_DEFINES: [&str; 105] = [
     "TCW_TMA",
     "TCW_WS_Q",
     "TCW_PP",
-    "TCW_SWP",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
@@ -270,22 +269,6 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
     // two warpgroups, one unit a group.
     if tck("TCW_PP", 0) == 1 && (tck("TCW_WS", 0) == 0 || tck("TCW_WG", 2) != 2 || upb > 1) {
         anyhow::bail!("kernel_defines.TCW_PP = 1 needs TCW_WS = 1, TCW_WG = 2 and TCW_UPB = 1");
-    }
-    // Each warpgroup's MMAs across units: the producer warp's form (one unit a group), which
-    // passes each unit on by a named barrier; TCW_PP's turns and TCW_CLUSTER's barriers are other
-    // orders.
-    // Each step holds two stages (this unit's and the next's): at least 3 keep a copy in flight;
-    // named barriers 3 .. 2 + TCW_WG x TCW_STAGES of the 16.
-    if tck("TCW_SWP", 0) == 1
-        && (tck("TCW_WS", 0) == 0
-            || tck("TCW_PP", 0) == 1
-            || tck("TCW_CLUSTER", 0) == 1
-            || tck("TCW_STAGES", 4) < 3
-            || 3 + tck("TCW_WG", 2) * tck("TCW_STAGES", 4) > 16)
-    {
-        anyhow::bail!(
-            "kernel_defines.TCW_SWP = 1 needs TCW_WS = 1, TCW_STAGES at least 3 (and TCW_WG x TCW_STAGES at most 13: a named barrier each), and TCW_PP and TCW_CLUSTER 0"
-        );
     }
     Ok(())
 }

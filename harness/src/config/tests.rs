@@ -374,20 +374,6 @@ fn kernel_define_values_are_checked_by_kind() {
             "TCW_PP = 1 needs TCW_WS = 1, TCW_WG = 2",
         ),
         ("TCW_PP = \"2\"", "\"0\" or \"1\""),
-        ("TCW_SWP = \"1\"", "TCW_SWP = 1 needs TCW_WS = 1"),
-        (
-            "TCW_SWP = \"1\"\nTCW_PP = \"1\"\nTCW_WS = \"1\"\nTCW_BULK = \"1\"",
-            "TCW_SWP = 1 needs TCW_WS = 1, TCW_STAGES at least 3",
-        ),
-        (
-            "TCW_SWP = \"1\"\nTCW_STAGES = \"7\"\nTCW_WS = \"1\"\nTCW_BULK = \"1\"",
-            "TCW_WG x TCW_STAGES at most 13",
-        ),
-        (
-            "TCW_SWP = \"1\"\nTCW_STAGES = \"2\"\nTCW_WS = \"1\"\nTCW_BULK = \"1\"",
-            "TCW_STAGES at least 3",
-        ),
-        ("TCW_SWP = \"2\"", "\"0\" or \"1\""),
         (
             "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WS_Q = \"0\"\nTCW_CLUSTER = \"1\"\nTCW_UPB_Q = \"2\"",
             "TCW_CLUSTER = 1 needs",
