@@ -1,28 +1,38 @@
 #!/bin/bash
-# Run 141 (prepared in the fortieth session): the attention entries and the board's TTFT, best on
-# an H200 (the H200 file's ATTN_TILE entry needs an H200 A/B; run 127's 100.0 ms predates the
-# descriptor change), then the wgmma rate probe.
-# 1. Green: tile8x2 (ATTN_TILE = 1, ATTN_TILE_ROWS = 8, ATTN_TILE_MINB = 2) (run 139 on an H100:
-#    green); each config warmed (compiled) before it is timed.
-# 2. BF16 TTFT of 1,024 tokens: ship, tile (16 rows), tile8x2, then the same in reverse.
+# Run 141 (prepared in the fortieth session): best on an H200 (the H200 file's ATTN_TILE entry
+# needs an H200 A/B; run 127's 100.0 ms predates the descriptor change); any card otherwise.
+# 1. research/cuda/h200_run138.sh (probe_wgmma_rate, now built for sm_90a), about 10 s.
+# 2. TCW_N128 (m64n128k16: 4 HGMMA a unit and warpgroup instead of 8, one wait a unit): green,
+#    kernel table at M = 1,024 (BF16, Q8_0; ship / N128).
+#    Prediction: from the probe's n128 row against fold; without it, -5 to +10% (fewer
+#    instructions, but half 0's fold no longer overlaps half 1's MMAs in the same warpgroup).
+# 3. tile8x2 (ATTN_TILE = 1, 8 rows, ATTN_TILE_MINB = 2; green on an H100 in run 139): green.
+# 4. BF16 TTFT of 1,024 tokens: ship, n128, tile8x2, both, then back, while time lasts (each
+#    config's first call also compiles: 110 s allowed a call).
 #    Prediction on an H200: ship 94-97 ms (run 127: 100.0 before the descriptor change; H100
-#    -4.2%), tile -1 to -1.5%, tile8x2 a further -0.5 to -1%.
-# 3. research/cuda/h200_run138.sh (probe_wgmma_rate, now built for sm_90a), about 10 s.
+#    -4.2%), tile8x2 -2% against ship.
 # Usage: h200_run141.sh MEMRA OUT_DIR [SECONDS]
 set -u
-N=$1; O=$2; B=${3:-540}
+N=$1; O=$2; B=${3:-480}; TT=110
 D=$(dirname "$0")
 source "$D/run_lib.sh"
 run_start any
 mk ship
-mk tile ATTN_TILE=1
+mk n128 TCW_N128=1
 mk tile8x2 ATTN_TILE=1 ATTN_TILE_ROWS=8 ATTN_TILE_MINB=2
+mk both TCW_N128=1 ATTN_TILE=1 ATTN_TILE_ROWS=8 ATTN_TILE_MINB=2
 step "probe_wgmma_rate"
 mkdir -p "$O/probe"; bash "$D/h200_run138.sh" "$O/probe" | tail -16 | tee -a "$L"
-if green tile8x2; then
-  warm bf16 ship tile tile8x2
-  ttft bf16 ship tile tile8x2 tile8x2 tile ship
+T="ship"
+if green n128; then
+  step "kernel table, M = 1,024: ship, TCW_N128"
+  timeout 90 $N probe --bench-kernels --kernel-tokens 1024 --kernel-dtypes bf16,q8_0 --kernel-shapes q/o,qkv,gate+up,down \
+    --variants ";TCW_N128=1" > "$O/kbench.txt" 2>&1
+  grep -E "^linear |rror" "$O/kbench.txt" | cut -c1-100 | tee -a "$L"
+  T="$T n128"
 else
-  step "tile8x2 not green: no timing"
+  step "n128 not green: no timing"
 fi
+if green tile8x2; then T="$T tile8x2"; [ "${T#*n128}" != "$T" ] && T="$T both"; fi
+ttft bf16 $T $(echo $T | tr ' ' '\n' | tac | tr '\n' ' ')
 step done; exit 0

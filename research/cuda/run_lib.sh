@@ -5,8 +5,8 @@
 # (f32 and f16 cache) and the CUDA gate lanes tiny and qwen3 with /tmp/c-CONFIG.toml and fails
 # unless all pass. `left SECONDS WHAT` fails (and says so) once SECONDS have passed since
 # run_start; `ttft DTYPE CONFIG...` times the 1,024-token TTFT (N = 5) of each config in turn
-# while B - 40 seconds have not passed (B: the seconds the call may run, set by the script); `warm
-# DTYPE CONFIG...` compiles each config once first (a 1-rep call).
+# while B - 40 seconds have not passed (B: the seconds the call may run, set by the script), each
+# call within TT seconds (default 60; a config's first call also compiles its kernels: give it 110).
 # Usage: N=MEMRA O=OUT_DIR; source research/cuda/run_lib.sh; run_start h200-only|any
 run_start() {
   L=$O/log.txt
@@ -41,16 +41,7 @@ ttft() {  # ttft DTYPE CONFIG...
   for c in "$@"; do
     left $((B - 40)) "ttft $d $c" || return
     step "ttft $d 1024, $c"
-    timeout 60 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
+    timeout ${TT:-60} $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
       --reps 5 --out "$O/ttft-$d.jsonl" 2>&1 | grep -E "^ttft|rror" | sed "s/^/$c /" | cut -c1-160 | tee -a "$L"
-  done
-}
-warm() {  # warm DTYPE CONFIG...: one 1-rep TTFT call a config, so NVRTC's compile of its defines
-  # lands in the disk cache before the timed calls (run 139 lost each config's first timed row).
-  local d=$1 c; shift
-  for c in "$@"; do
-    step "warm $d $c"
-    timeout 150 $N --backend cuda --config /tmp/c-$c.toml bench ttft --model synth:llama-3.1-8b:$d --prompt-len 1024 \
-      --reps 1 --out /tmp/warm.jsonl > /dev/null 2>&1
   done
 }

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 104] = [
+pub const KERNEL_DEFINES: [&str; 105] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -94,6 +94,7 @@ pub const KERNEL_DEFINES: [&str; 104] = [
     "TCW_TMA",
     "TCW_WS_Q",
     "TCW_PP",
+    "TCW_N128",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",
