@@ -9,7 +9,7 @@
 set -u
 O=$1; L=$O/log.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$L"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+NVCC=/usr/local/cuda/bin/nvcc; [ -x $NVCC ] || NVCC=$(command -v nvcc)
 # (Run 139: with -arch=sm_90a that machine's nvcc built compute_90 PTX and ptxas refused wgmma; the
 # explicit -gencode below names the sm_90a feature set.)
 $NVCC -O2 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -o /tmp/pr "$(dirname "$0")/probe_wgmma_rate.cu" > "$O/build.txt" 2>&1 || { tail -20 "$O/build.txt" | tee -a "$L"; exit 1; }
