@@ -22,7 +22,8 @@
 // Shape of a block: TCW_WG warpgroups, each 64 rows (warp w of the group: row tile w, its A
 // fragments from the staged tile-unit layout into registers, the RS form of wgmma) by 128 tokens
 // in two halves of 64 (one m64n64k16 a half, k-half and part). Per unit both halves' MMAs go in
-// as two commit groups; half 0's sum is folded into its running sum while half 1's MMAs run.
+// as two commit groups; half 0's sum is folded into its running sum while half 1's MMAs run
+// (TCW_N128: one m64n128k16 a k-half and part, one group a unit, both folds after its wait).
 // Weights and x reach shared memory through one cp.async pipeline of TCW_STAGES units; x is split
 // into its bf16 parts once per call by `tcw_split_x`, in the core-matrix order wgmma's descriptor
 // reads.
@@ -425,8 +426,8 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             for (int p = 0; p < P; ++p) tcw_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
         tcw_commit();
     };
-    // TCW_N128: unit u's MMAs for both halves at once into (d0, d1) = (us0, us1), one commit group.
-    auto issue128 = [&](int u, const u32 (&a)[2][4], float (&d0)[32], float (&d1)[32]) {
+    // TCW_N128: unit u's MMAs for both halves at once into (ua, ub) = (us0, us1), one commit group.
+    auto issue128 = [&](int u, const u32 (&a)[2][4], float (&ua)[32], float (&ub)[32]) {
         const u32 xlo = dlo + (u32)(((u % TCW_STAGES) * STAGE) >> 4);
         unsigned long long desc[2][P];
 #pragma unroll
@@ -437,13 +438,13 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
         int from0, acc_on;
         asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
         asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
-        tcw_pin(d0);
-        tcw_pin(d1);
+        tcw_pin(ua);
+        tcw_pin(ub);
         tcw_fence();
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int p = 0; p < P; ++p) tcw_mma128(d0, d1, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
+            for (int p = 0; p < P; ++p) tcw_mma128(ua, ub, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
         tcw_commit();
     };
     // Fold unit u's finished sum into half hn's running sum (element i: row g + 8 ((i / 2) % 2),
@@ -554,7 +555,8 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // folded while half 1's run, the next unit's half 0 goes in, then half 1's sum is folded and the
     // next unit's half 1 goes in. No register a pending MMA reads or writes is touched, and no A
     // register defined, between a fence and the next wait (else ptxas serializes the MMAs); the
-    // overlap across groups comes from the block's other warpgroups.
+    // overlap across groups comes from the block's other warpgroups. TCW_N128: one group a unit,
+    // both halves folded after its wait, then the next unit's group.
     for (int u = 0; u < nu; u += UPB) {
         // Units u .. u + UPB - 1 staged and visible to the async proxy; every warpgroup past the
         // group before, whose buffers take units u + AHEAD .. (only real units; an empty group
