@@ -55,7 +55,7 @@ use crate::config::Config;
 use crate::defaults::{DeviceDefaults, Provenance, Tuned};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use knobs::{attn_fits, current_define, sweep_applies};
+use knobs::{attn_fits, current_define, sweep_applies, SWEEPS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -103,11 +103,6 @@ pub struct TuneArgs {
     #[arg(long)]
     pub resume: bool,
 }
-
-/// One kernel-define sweep of `memra tune`: (define, candidates, the kernel's own default, what
-/// is measured: Some(depth) = decode tok/s at that depth, None = TTFT of a 512-token prompt, the
-/// decode batch).
-type KnobSweep = (&'static str, &'static [u32], u32, Option<usize>, usize);
 
 /// A kept value as a kernel define's text (integers without quotes).
 fn define_text(v: &toml::Value) -> String {
@@ -325,58 +320,13 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
         save(&engine_vals, &kernel_vals)?;
     }
     if args.what.iter().any(|w| w == "kernels") && cuda {
-        // (define, candidates, the kernel's own default, what is measured: Some(depth) = decode
-        // tok/s at that depth, None = TTFT of a 512-token prompt, for the prefill tile knobs).
-        // The QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats).
-        // QIMMA_* act with QLIN_INT = 1 only (decided above).
-        // The tensor-core knobs (QTC_UNROLL .. QTC_Q8_M1) change loads or instructions, never bits; each
-        // is swept on the format whose entries it sets (`sweep_applies`).
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
-        // The last field is the decode batch (1: bs=1; QTC_SK routes 9-32 tokens, so bs=32).
-        let sweeps: [KnobSweep; 35] = [
-            ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
-            ("QIMMA_TILES", &[1, 2], 1, None, 1),
-            ("QIMMA_PF", &[0, 1], 1, None, 1),
-            ("QIMMA_BPF", &[0, 1], 0, None, 1),
-            ("LIN_ROWS", &[1, 2], 1, None, 1),
-            ("QLIN_MT", &[0, 1], 0, None, 1),
-            ("LIN_WARPS", &[2, 4, 8], 4, Some(128), 1),
-            ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128), 1),
-            ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128), 1),
-            ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128), 1),
-            ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128), 1),
-            ("NORM_THREADS", &[128, 256, 512], 256, Some(128), 1),
-            ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048), 1),
-            ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
-            ("ATTN_PF", &[0, 1], 0, Some(2048), 1),
-            ("ATTN_WIDE_ROWS", &[0, 16, 32], 0, Some(128), 32),
-            ("ATTN_WIDE_SPLITS", &[0, 32], 0, Some(8192), 1),
-            ("ATTN_ROWS", &[0, 64], 0, None, 1),
-            // The tiled rows entry (needs ATTN_ROWS > 0: `attn_fits` drops 1 where it is 0).
-            ("ATTN_TILE", &[0, 1], 0, None, 1),
-            ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
-            ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
-            ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
-            ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
-            ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
-            ("QTC_Q8_M1", &[0, 2], 0, Some(128), 1),
-            ("QTC_Q4_UNROLL", &[1, 4], 4, Some(128), 1),
-            ("QTC_Q4_UNROLL_NT", &[1, 2], 4, Some(128), 32),
-            ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
-            ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
-            ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),
-            ("QTC_GEMM_MIN_BIG", &[0, 128], 0, Some(128), 128),
-            ("TCS_GLU", &[0, 1], 0, Some(128), 32),
-            ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
-            ("TCK_FUSE", &[0, 1], 0, Some(128), 32),
-            // The wgmma GEMM's m64n128 MMAs (QTC_GEMM = 3, sm_90a), by prefill.
-            ("TCW_N128", &[0, 1], 0, None, 1),
-        ];
         // QTC_SK = 3 (the wgmma split-K form), the epilogues of its reduce (TCS_GLU = 1,
-        // TCS_ROPE = 1) and the reduce inside it (TCK_FUSE = 1) run on sm_90a only.
+        // TCS_ROPE = 1), the reduce inside it (TCK_FUSE = 1) and the GEMM's m64n128 MMAs
+        // (TCW_N128 = 1) run on sm_90a only.
         let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
             .is_ok_and(|id| id.compute_capability == (9, 0));
-        for (name, cands, default, depth, batch) in sweeps {
+        for (name, cands, default, depth, batch) in SWEEPS {
             if kernel_vals.contains_key(name)
                 || !sweep_applies(name, &defines, fmt)
                 || !sweeps_knob(name)

@@ -4,6 +4,57 @@
 use memra_engine::quant::DType;
 use std::collections::BTreeMap;
 
+/// One kernel-define sweep of `memra tune`: (define, candidates, the kernel's own default, what
+/// is measured: Some(depth) = decode tok/s at that depth, None = TTFT of a 512-token prompt, the
+/// decode batch).
+pub(super) type KnobSweep = (&'static str, &'static [u32], u32, Option<usize>, usize);
+
+/// The kernel-define sweeps of `memra tune --what kernels`, in order, each a [`KnobSweep`]. The
+/// QLIN_* knobs act on Q8_0 and Q4_K matrices only (tune a model in those formats); QIMMA_* with
+/// QLIN_INT = 1 only (decided before the sweeps). The tensor-core knobs (QTC_UNROLL ..
+/// QTC_Q8_M1) change loads or instructions, never bits; each is swept on the format whose entries
+/// it sets ([`sweep_applies`]). The decode batch is 1 but where a knob routes more rows (QTC_SK
+/// routes 9-32 tokens, so bs=32).
+pub(super) const SWEEPS: [KnobSweep; 35] = [
+    ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
+    ("QIMMA_TILES", &[1, 2], 1, None, 1),
+    ("QIMMA_PF", &[0, 1], 1, None, 1),
+    ("QIMMA_BPF", &[0, 1], 0, None, 1),
+    ("LIN_ROWS", &[1, 2], 1, None, 1),
+    ("QLIN_MT", &[0, 1], 0, None, 1),
+    ("LIN_WARPS", &[2, 4, 8], 4, Some(128), 1),
+    ("LIN_ROWS_M1", &[1, 2, 4], 1, Some(128), 1),
+    ("QLIN_M1_WARPS", &[4, 8, 16], 8, Some(128), 1),
+    ("QLIN_M1_UNROLL", &[2, 4, 8], 4, Some(128), 1),
+    ("QLIN_M1_PREFETCH", &[0, 4, 16], 0, Some(128), 1),
+    ("NORM_THREADS", &[128, 256, 512], 256, Some(128), 1),
+    ("ATTN_SPLIT", &[128, 256, 512], 256, Some(2048), 1),
+    ("ATTN_HEADS", &[1, 2, 4], 1, Some(2048), 1),
+    ("ATTN_PF", &[0, 1], 0, Some(2048), 1),
+    ("ATTN_WIDE_ROWS", &[0, 16, 32], 0, Some(128), 32),
+    ("ATTN_WIDE_SPLITS", &[0, 32], 0, Some(8192), 1),
+    ("ATTN_ROWS", &[0, 64], 0, None, 1),
+    // The tiled rows entry (needs ATTN_ROWS > 0: `attn_fits` drops 1 where it is 0).
+    ("ATTN_TILE", &[0, 1], 0, None, 1),
+    ("QTC_UNROLL", &[1, 2, 4], 4, Some(128), 1),
+    ("QTC_DB_BIG", &[0, 1], 0, Some(128), 1),
+    ("QTC_Q8_UNROLL", &[1, 2, 4], 4, Some(128), 1),
+    ("QTC_Q8_UNROLL_BIG", &[1, 2, 4], 4, Some(128), 1),
+    ("QTC_Q8_DB_BIG", &[0, 1], 0, Some(128), 1),
+    ("QTC_Q8_M1", &[0, 2], 0, Some(128), 1),
+    ("QTC_Q4_UNROLL", &[1, 4], 4, Some(128), 1),
+    ("QTC_Q4_UNROLL_NT", &[1, 2], 4, Some(128), 32),
+    ("QTC_WT_ALT", &[0, 3], 0, Some(128), 1),
+    ("QTC_SK", &[0, 2, 3], 0, Some(128), 32),
+    ("QTC_GEMM_MIN", &[64, 256], 64, Some(128), 64),
+    ("QTC_GEMM_MIN_BIG", &[0, 128], 0, Some(128), 128),
+    ("TCS_GLU", &[0, 1], 0, Some(128), 32),
+    ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
+    ("TCK_FUSE", &[0, 1], 0, Some(128), 32),
+    // The wgmma GEMM's m64n128 MMAs (QTC_GEMM = 3, sm_90a), by prefill.
+    ("TCW_N128", &[0, 1], 0, None, 1),
+];
+
 /// Whether sweeping kernel define `name` on a model whose matrices are `fmt` can change
 /// anything under `defines`: the tensor-core knobs need `QTC = 1` and a model of the format whose
 /// entries they set (`QTC_UNROLL`, `QTC_DB_BIG`: BF16, since on a Q8_0 model they would reach only
