@@ -155,11 +155,10 @@ pub fn attn_shared_fits(get: impl Fn(&str, u32) -> u32) -> Result<(), String> {
                 "ATTN_TILE_ROWS x ATTN_ROWS_HEADS = {ns} must be 16, 32, 48 or 64 (attn_tile_f32 spreads its slots 16 ways, at most 4 a thread)"
             ));
         }
-        // ATTN_TILE_MINB blocks an SM (engine/src/backend/cuda/attention.rs attn_tile_smem_bytes),
-        // each with 1 KiB the driver reserves, out of 233,472 bytes.
-        let tr = get("ATTN_TILE_ROWS", 16) as u64;
-        let ns = ns as u64;
-        let tile_bytes = 4 * (ns * 132 + 64 * 132 + ns * 260 + 256 + 4 * ns) + 8 * tr;
+        // ATTN_TILE_MINB blocks an SM, each with 1 KiB the driver reserves, out of 233,472 bytes.
+        let tr = get("ATTN_TILE_ROWS", 16) as usize;
+        let tile_bytes =
+            memra_engine::backend::cuda::attention::attn_tile_smem_bytes(ns as usize, tr) as u64;
         let minb = get("ATTN_TILE_MINB", 1) as u64;
         if minb * (tile_bytes + 1024) > 233_472 {
             return Err(format!(
