@@ -2,11 +2,12 @@
 # GPU machine: where one bs=1 decode step's GPU time goes. Runs `memra bench decode` on a model
 # under Nsight Compute (durations only, clocks left alone), skips the first SKIP launches (prefill
 # and warm-up), records COUNT launches, and sums gpu__time_duration by kernel name.
+# Environment: BATCH (default 1), GLOBAL (memra's global flags, e.g. "--kv-cache-dtype f16").
 # Usage: ncu_step.sh MEMRA_BINARY OUT_DIR MODEL [SKIP [COUNT]]
 set -u
 B=$1; O=$2; M=$3; SKIP=${4:-3000}; COUNT=${5:-1400}
 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip "$SKIP" \
-  --launch-count "$COUNT" "$B" --backend cuda bench decode --model "$M" --batch 1 --depth 128 \
+  --launch-count "$COUNT" $B --backend cuda ${GLOBAL:-} bench decode --model "$M" --batch ${BATCH:-1} --depth 128 \
   --new-tokens 64 --reps 1 --out /tmp/ncu-bench.jsonl > "$O/ncu.csv" 2> "$O/ncu.err"
 python3 - "$O/ncu.csv" <<'PY'
 import csv, sys, collections
