@@ -23,6 +23,10 @@ mk tile8x2 ATTN_TILE=1 ATTN_TILE_ROWS=8 ATTN_TILE_MINB=2
 mk both TCW_N128=1 ATTN_TILE=1 ATTN_TILE_ROWS=8 ATTN_TILE_MINB=2
 step "probe_wgmma_rate"
 mkdir -p "$O/probe"; bash "$D/h200_run138.sh" "$O/probe" | tail -16 | tee -a "$L"
+step "kernel table, M = 32, BF16: ship, TCK_MIN_MB = 0 (q/o on the split-K form; run 142's 2b)"
+timeout 60 $N probe --bench-kernels --kernel-tokens 32 --kernel-dtypes bf16 --kernel-shapes q/o,qkv \
+  --variants ";TCK_MIN_MB=0" > "$O/kbench32.txt" 2>&1
+grep -E "^linear |rror" "$O/kbench32.txt" | cut -c1-100 | tee -a "$L"
 T="ship"
 if green n128; then
   step "kernel table, M = 1,024: ship, TCW_N128"
