@@ -22,8 +22,7 @@
 // Shape of a block: TCW_WG warpgroups, each 64 rows (warp w of the group: row tile w, its A
 // fragments from the staged tile-unit layout into registers, the RS form of wgmma) by 128 tokens
 // in two halves of 64 (one m64n64k16 a half, k-half and part). Per unit both halves' MMAs go in
-// as two commit groups; half 0's sum is folded into its running sum while half 1's MMAs run
-// (TCW_N128: one m64n128k16 a k-half and part, one group a unit, both folds after its wait).
+// as two commit groups; half 0's sum is folded into its running sum while half 1's MMAs run.
 // Weights and x reach shared memory through one cp.async pipeline of TCW_STAGES units; x is split
 // into its bf16 parts once per call by `tcw_split_x`, in the core-matrix order wgmma's descriptor
 // reads.
@@ -121,15 +120,6 @@
 // one add each, 0.4 ms slower than without it (run 135b): off.
 #ifndef TCW_PP
 #define TCW_PP 0
-#endif
-// 1: each unit's MMAs as m64n128k16, the block's 128 tokens in one MMA (2 k-halves x QTC_XSPLIT
-// parts: 4 HGMMA a unit and warpgroup at 2 parts instead of 8), one commit group a unit, one wait,
-// then both halves' folds. The x layout's token blocks are evenly strided, so half 0's descriptors
-// cover all 128 tokens. Without it each half is its own group and half 0's fold runs while half
-// 1's MMAs do; with it the other warpgroups' MMAs cover the folds. Every element gets the same
-// MMAs (same k order, parts, scale-d) and folds: same bits.
-#ifndef TCW_N128
-#define TCW_N128 0
 #endif
 // Whether format F's entries keep the cp.async ring under TCW_WS_Q = 0, and their producer warp.
 #define TCW_Q_RING(F) ((F) != TC_BF16 && TCW_WS && !TCW_WS_Q)
@@ -426,27 +416,6 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
             for (int p = 0; p < P; ++p) tcw_mma(us, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
         tcw_commit();
     };
-    // TCW_N128: unit u's MMAs for both halves at once into (ua, ub) = (us0, us1), one commit group.
-    auto issue128 = [&](int u, const u32 (&a)[2][4], float (&ua)[32], float (&ub)[32]) {
-        const u32 xlo = dlo + (u32)(((u % TCW_STAGES) * STAGE) >> 4);
-        unsigned long long desc[2][P];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int p = 0; p < P; ++p)
-                asm volatile("mov.b64 %0, {%1, %2};\n" : "=l"(desc[h][p]) : "r"(xlo + (p * 512 + h * 256) / 16), "r"(dhi));
-        int from0, acc_on;
-        asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
-        asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
-        tcw_pin(ua);
-        tcw_pin(ub);
-        tcw_fence();
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int p = 0; p < P; ++p) tcw_mma128(ua, ub, a[h], desc[h][p], h + p > 0 ? acc_on : from0);
-        tcw_commit();
-    };
     // Fold unit u's finished sum into half hn's running sum (element i: row g + 8 ((i / 2) % 2),
     // token 64 hn + 8 (i / 4) + 2t + i % 2 of the block; Q4_K's Σx from the unit's buffer).
     auto fold = [&](int u, int hn, float (&acc)[32], const float (&us)[32], const float (&d)[2],
@@ -555,8 +524,7 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
     // folded while half 1's run, the next unit's half 0 goes in, then half 1's sum is folded and the
     // next unit's half 1 goes in. No register a pending MMA reads or writes is touched, and no A
     // register defined, between a fence and the next wait (else ptxas serializes the MMAs); the
-    // overlap across groups comes from the block's other warpgroups. TCW_N128: one group a unit,
-    // both halves folded after its wait, then the next unit's group.
+    // overlap across groups comes from the block's other warpgroups.
     for (int u = 0; u < nu; u += UPB) {
         // Units u .. u + UPB - 1 staged and visible to the async proxy; every warpgroup past the
         // group before, whose buffers take units u + AHEAD .. (only real units; an empty group
@@ -612,12 +580,8 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
                 asm volatile("bar.sync 1, %0;\n" ::"n"(NTH) : "memory");
             }
         }
-        if (TCW_N128) {
-            issue128(u, a[0], us0, us1);
-        } else {
-            issue(u, 0, a[0], us0);
-            issue(u, 1, a[0], us1);
-        }
+        issue(u, 0, a[0], us0);
+        issue(u, 1, a[0], us1);
         if (PP) {
             if (warp < 4) asm volatile("bar.arrive 1, %0;\n" ::"n"(NTH) : "memory");
             else asm volatile("bar.arrive 2, %0;\n" ::"n"(NTH) : "memory");
@@ -625,18 +589,6 @@ __device__ __forceinline__ void linear_tcw_impl(const uint4* __restrict__ xs, co
 #pragma unroll
         for (int j = 0; j < UPB; ++j) {
             const bool real = u + j < nu;
-            if (TCW_N128) {
-                // The one group done; us1's registers read only after the wait (pinned there).
-                tcw_wait<0>(us0);
-                tcw_pin(us1);
-                if (real) {
-                    fold(u + j, 0, acc0, us0, d[j], ml[j]);
-                    fold(u + j, 1, acc1, us1, d[j], ml[j]);
-                }
-                if (j + 1 < UPB) issue128(u + j + 1, a[j + 1 < UPB ? j + 1 : j], us0, us1);
-                if (real) slice_end(u + j);
-                continue;
-            }
             tcw_wait<1>(us0);
             if (real) fold(u + j, 0, acc0, us0, d[j], ml[j]);
             if (j + 1 < UPB) {

@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 45] = [
+    let sets: [&[(&str, &str)]; 44] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -321,18 +321,6 @@ fn linear_switches_compile() {
             ("TCW_TMA", "1"),
             ("TCW_WS_Q", "0"),
             ("TCW_UPB_Q", "2"),
-        ],
-        // The H200 file's wgmma forms with m64n128k16 MMAs (TCW_N128, every format).
-        &[
-            ("QTC_GEMM", "3"),
-            ("QTC_XSPLIT", "2"),
-            ("QTC_Q4_K", "2"),
-            ("TCW_BULK", "1"),
-            ("TCW_WS", "1"),
-            ("TCW_TMA", "1"),
-            ("TCW_WS_Q", "0"),
-            ("TCW_UPB_Q", "2"),
-            ("TCW_N128", "1"),
         ],
         // The same with the two warpgroups taking turns at the tensor pipe (TCW_PP, BF16).
         &[

@@ -552,7 +552,7 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // TCW_BULK, TCW_CLUSTER, TCW_WS, TCW_TMA, TCW_WS_Q, TCW_PP, TCW_N128, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_TILE, ATTN_SKIP, ATTN_KV16W, ATTN_V16W, ATTN_PF,
+            // TCW_BULK, TCW_CLUSTER, TCW_WS, TCW_TMA, TCW_WS_Q, TCW_PP, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_TILE, ATTN_SKIP, ATTN_KV16W, ATTN_V16W, ATTN_PF,
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
             // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_UPB and TCW_UPB_Q 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
@@ -581,7 +581,6 @@ impl ConfigArgs {
                     | "TCW_TMA"
                     | "TCW_WS_Q"
                     | "TCW_PP"
-                    | "TCW_N128"
                     | "TCK_LDG"
                     | "TCK_BULK"
                     | "TCK_Q8_0"

@@ -19,8 +19,7 @@
 //!   tok/s at bs=32), and with `QTC_GEMM` on, `QTC_GEMM_MIN` (the
 //!   tiled GEMM from 64 tokens, or the split-K and one-token forms up to 255: aggregate decode tok/s at bs=64)
 //!   and `QTC_GEMM_MIN_BIG` (0: the same for gate+up and the lm-head; 128: the GEMM from 128 tokens
-//!   for those, whose 128-row tiles fill the SMs: bs=128), with `QTC_GEMM = 3` on sm_90a
-//!   `TCW_N128` (the wgmma GEMM's m64n128 MMAs, 0 or 1: TTFT of a 512-token prompt),
+//!   for those, whose 128-row tiles fill the SMs: bs=128),
 //!   one at a time
 //!   with the others at their kept values; a knob keeps its current value (the base file's, else
 //!   the kernel's own default) unless a candidate beats it beyond the measured spread. Then `cuda_graph_max_batch`, 0 against 32, by bs=1 decode tok/s,
@@ -322,8 +321,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
     if args.what.iter().any(|w| w == "kernels") && cuda {
         let fmt = loaded.model.layers.first().map(|l| l.w_gate.dtype());
         // QTC_SK = 3 (the wgmma split-K form), the epilogues of its reduce (TCS_GLU = 1,
-        // TCS_ROPE = 1), the reduce inside it (TCK_FUSE = 1) and the GEMM's m64n128 MMAs
-        // (TCW_N128 = 1) run on sm_90a only.
+        // TCS_ROPE = 1) and the reduce inside it (TCK_FUSE = 1) run on sm_90a only.
         let wgmma = memra_engine::backend::cuda::device_identity(cfg.cuda_device)
             .is_ok_and(|id| id.compute_capability == (9, 0));
         for (name, cands, default, depth, batch) in SWEEPS {
@@ -338,9 +336,7 @@ pub fn run(args: &TuneArgs, cfg: &Config) -> Result<()> {
                 (name != "ATTN_SPLIT" || v as usize >= c.head_dim)
                     && attn_fits(name, v, &defines)
                     && (name != "QTC_SK" || v != 3 || wgmma)
-                    && (!(name.starts_with("TCS_") || name == "TCK_FUSE" || name == "TCW_N128")
-                        || v == 0
-                        || wgmma)
+                    && (!(name.starts_with("TCS_") || name == "TCK_FUSE") || v == 0 || wgmma)
             }) {
                 let mut d = defines.clone();
                 d.insert(name.into(), v.to_string());

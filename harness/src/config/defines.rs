@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 105] = [
+pub const KERNEL_DEFINES: [&str; 104] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -94,7 +94,6 @@ pub const KERNEL_DEFINES: [&str; 105] = [
     "TCW_TMA",
     "TCW_WS_Q",
     "TCW_PP",
-    "TCW_N128",
     "TCK_WG",
     "TCK_STAGES",
     "TCK_UB",

@@ -256,7 +256,6 @@ fn kernel_define_values_are_checked_by_kind() {
         .expect("three quantized units");
     resolve("TCW_UPB_Q = \"1\"\nTCW_WG = \"3\"").expect("one unit, three warpgroups");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"").expect("warp-specialized");
-    resolve("TCW_N128 = \"1\"").expect("m64n128 MMAs");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_CLUSTER = \"1\"")
         .expect("warp-specialized cluster");
     resolve("TCW_BULK = \"1\"\nTCW_WS = \"1\"\nTCW_TMA = \"1\"\nTCW_CLUSTER = \"1\"")
@@ -375,7 +374,6 @@ fn kernel_define_values_are_checked_by_kind() {
             "TCW_PP = 1 needs TCW_WS = 1, TCW_WG = 2",
         ),
         ("TCW_PP = \"2\"", "\"0\" or \"1\""),
-        ("TCW_N128 = \"2\"", "\"0\" or \"1\""),
         (
             "TCW_WS = \"1\"\nTCW_BULK = \"1\"\nTCW_WS_Q = \"0\"\nTCW_CLUSTER = \"1\"\nTCW_UPB_Q = \"2\"",
             "TCW_CLUSTER = 1 needs",

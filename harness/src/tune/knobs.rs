@@ -15,7 +15,7 @@ pub(super) type KnobSweep = (&'static str, &'static [u32], u32, Option<usize>, u
 /// QTC_Q8_M1) change loads or instructions, never bits; each is swept on the format whose entries
 /// it sets ([`sweep_applies`]). The decode batch is 1 but where a knob routes more rows (QTC_SK
 /// routes 9-32 tokens, so bs=32).
-pub(super) const SWEEPS: [KnobSweep; 35] = [
+pub(super) const SWEEPS: [KnobSweep; 34] = [
     ("LIN_TOKENS", &[4, 8, 16], 8, None, 1),
     ("QIMMA_TILES", &[1, 2], 1, None, 1),
     ("QIMMA_PF", &[0, 1], 1, None, 1),
@@ -51,8 +51,6 @@ pub(super) const SWEEPS: [KnobSweep; 35] = [
     ("TCS_GLU", &[0, 1], 0, Some(128), 32),
     ("TCS_ROPE", &[0, 1], 0, Some(128), 32),
     ("TCK_FUSE", &[0, 1], 0, Some(128), 32),
-    // The wgmma GEMM's m64n128 MMAs (QTC_GEMM = 3, sm_90a), by prefill.
-    ("TCW_N128", &[0, 1], 0, None, 1),
 ];
 
 /// Whether sweeping kernel define `name` on a model whose matrices are `fmt` can change
@@ -64,8 +62,7 @@ pub(super) const SWEEPS: [KnobSweep; 35] = [
 /// otherwise); `QTC_SK` (the split-K forms' routing at 9-32 tokens) either tensor-core format;
 /// `TCS_GLU` and `TCS_ROPE` (SwiGLU in the wgmma split-K reduce of gate|up, RoPE and the KV append
 /// in that of Q|K|V) and `TCK_FUSE` (that reduce inside the form) need `QTC = 1` and `QTC_SK = 3`; `QTC_GEMM_MIN` and `QTC_GEMM_MIN_BIG`
-/// (where the tiled GEMM starts) `QTC = 1`, `QTC_GEMM` on and either tensor-core format;
-/// `TCW_N128` (the wgmma GEMM's m64n128 MMAs) `QTC = 1` and `QTC_GEMM = 3`.
+/// (where the tiled GEMM starts) `QTC = 1`, `QTC_GEMM` on and either tensor-core format.
 /// The other knobs always apply.
 pub(super) fn sweep_applies(
     name: &str,
@@ -73,10 +70,6 @@ pub(super) fn sweep_applies(
     fmt: Option<DType>,
 ) -> bool {
     let val = |k: &str, default: &str| defines.get(k).map_or(default, |v| v.trim()).to_string();
-    if name == "TCW_N128" {
-        // The wgmma GEMM's MMA width: only where prefill takes that GEMM.
-        return val("QTC", "0") == "1" && val("QTC_GEMM", "0") == "3";
-    }
     if name == "TCS_GLU" || name == "TCS_ROPE" || name == "TCK_FUSE" {
         return val("QTC", "0") == "1" && val("QTC_SK", "0") == "3";
     }
@@ -210,14 +203,6 @@ mod tests {
         assert!(sweep_applies("QTC_WT_ALT", &qtc, bf16));
         assert!(!sweep_applies("QTC_WT_ALT", &lanes, q8));
         assert!(!sweep_applies("TCK_FUSE", &qtc, bf16));
-        // The wgmma GEMM's MMA width: only with that GEMM.
-        assert!(!sweep_applies("TCW_N128", &qtc, bf16));
-        assert!(sweep_applies(
-            "TCW_N128",
-            &d(&[("QTC", "1"), ("QTC_GEMM", "3")]),
-            q8
-        ));
-        assert!(!sweep_applies("TCW_N128", &d(&[("QTC_GEMM", "3")]), bf16));
         // Where the GEMM starts: only with the GEMM on, on either tensor-core format.
         assert!(!sweep_applies("QTC_GEMM_MIN", &qtc, bf16));
         let gemm = d(&[("QTC", "1"), ("QTC_GEMM", "3")]);
