@@ -62,6 +62,31 @@
 #ifndef TCK_FUSE
 #define TCK_FUSE 0
 #endif
+// 1: the entries `linear_tck_*_cl` (host: a split of 2..8 K slices, TCK_CLUSTER = 1), the
+// split-K reduce through a thread-block cluster of the K slices' blocks (cluster (slices, 1, 1),
+// rank = slice). The blocks of a cluster walk the same row groups with the same warpgroup and
+// lane layout, so thread tid owns the same (row, token) elements in every slice. When warpgroup w
+// has its slice's sums of a row group, one block of the cluster reduces them (the `idx`-th row
+// group or gate|up pair of the run: block idx mod slices): the others put theirs in their own
+// shared memory (a slot of 128 x NTOK/2 f32 a warpgroup) and arrive on the reducer's `full`
+// mbarrier; the reducer adds slot 0, 1, ... in slice order (its own sums from registers, the
+// others by ld.shared::cluster), the first as is, then the bias, exactly as slice_sum and
+// reduce4_store, and stores the outputs (y / y1 / y2 at R0, R1), or for a gate|up matrix (fuse
+// 2) parks the gate sums in its own slot and, at the pair's up group, stores swiglu1(gate, up)
+// as reduce_swiglu4_store. Then it arrives on every block's `empty` mbarrier, which a block waits
+// for before it writes its slot again. No partials in global memory, no reduce launch; the same
+// operations in the same order, so the same bits (DSMEM: PTX ISA 9.7.9.x ld.shared::cluster,
+// mapa; mbarrier release/acquire at cluster scope). The rings are TCK_CL_STAGES slots of
+// TCK_CL_UB-unit batches, so that the slots fit beside gate+up's x and rings.
+#ifndef TCK_CLUSTER
+#define TCK_CLUSTER 0
+#endif
+#ifndef TCK_CL_STAGES
+#define TCK_CL_STAGES 6
+#endif
+#ifndef TCK_CL_UB
+#define TCK_CL_UB 3
+#endif
 
 #if TCW_HAVE_WGMMA
 // A 16-byte load of read-only weights through an asm volatile, so that it is issued where the
@@ -77,6 +102,46 @@ __device__ __forceinline__ uint4 tck_ldg(const uint4* p) {
 __device__ __forceinline__ uint2 tck_ldg2(const uint2* p) {
     uint2 v;
     asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+// The cluster reduce's helpers (TCK_CLUSTER): this block's rank in its cluster; an mbarrier of
+// `count` arrivals; one arrival, release at cluster scope, on the mbarrier at shared offset `bar`
+// of block `rank`; a wait for phase `parity` of this block's mbarrier `bar`, acquire at cluster
+// scope; the shared::cluster address of shared offset `addr` in block `rank`, and a 16-byte
+// load from one.
+__device__ __forceinline__ u32 tck_cl_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void tck_cl_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tck_cl_arrive(u32 bar, u32 rank) {
+    u32 remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void tck_cl_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "TCK_CL_WAIT:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TCK_CL_WAIT;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ u32 tck_cl_map(u32 addr, u32 rank) {
+    u32 remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+    return remote;
+}
+__device__ __forceinline__ float4 tck_cl_ld4(u32 addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");
     return v;
 }
 #endif
@@ -129,7 +194,7 @@ __device__ __noinline__ void tck_fused_reduce(const float* part, const float* bi
 // outputs (fuse 1: R, R0 and R1 multiples of 4), or for a gate|up matrix (fuse 2: R = 2 I, I a
 // multiple of 64) y = out, [M, I] f32, SwiGLU(gate, up); cnt: zeros, at least ceil(M / NTOK) x
 // row groups (fuse 2: half of them) u32, left zero. fuse 0: part only.
-template <int F, int NTOK>
+template <int F, int NTOK, bool CL>
 __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, const u8* __restrict__ q,
                                                 const u32* __restrict__ s, float* __restrict__ part, int M, int K,
                                                 int R, int slices, int rg_run, const float* __restrict__ bias,
@@ -137,12 +202,14 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 #if TCW_HAVE_WGMMA
     constexpr int P = QTC_XSPLIT;
     constexpr int NTH = 128 * TCK_WG;
+    constexpr int UB = CL ? TCK_CL_UB : TCK_UB;        // units a batch
+    constexpr int ST = CL ? TCK_CL_STAGES : TCK_STAGES;  // units a warp's ring holds
     constexpr int NA = NTOK / 2;                      // accumulators a thread: 64 NTOK / 128
     constexpr int SLOT = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 576 : 288;  // a warp's staged (tile, unit)
     constexpr int WBYTES = F == TC_BF16 ? 1024 : F == TC_Q8_0 ? 512 : 256;  // of it, the weights
     constexpr int X_UNIT = (NTOK / 8) * P * 512;      // [token block][part][k-block][8][8] bf16
-    static_assert(TCK_STAGES > TCK_UB, "a batch's units are copied while the ring holds more");
-    static_assert(!TCK_BULK || TCK_STAGES >= 2 * TCK_UB, "the bulk ring holds two batches or more");
+    static_assert(ST > UB, "a batch's units are copied while the ring holds more");
+    static_assert(!TCK_BULK || ST >= 2 * UB, "the bulk ring holds two batches or more");
     extern __shared__ __align__(128) u8 tck_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
     const int g = lane >> 2, t = lane & 3;
@@ -152,19 +219,30 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     const int u0 = min(nu, sl * per), nus = min(nu, u0 + per) - u0;
     const int m0 = blockIdx.z * NTOK;
     const int rg0 = blockIdx.y * rg_run, rg1 = min(groups, rg0 + rg_run);
-    u8* ring = tck_smem + per * X_UNIT + warp * (TCK_STAGES * SLOT);
+    u8* ring = tck_smem + per * X_UNIT + warp * (ST * SLOT);
 
     // This warp's copies, one (row group, unit) a step in walk order: lane l takes its own A
     // fragments (BF16: its two 16-byte halves to planes 0 and 1, as tc_staged_a reads them;
     // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales; Q4_K: lanes 0-15 the 256
     // bytes of codes in order, lanes 16-17 the scales). Rows past R: zeros.
-    const int mine = rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
+    // The warpgroup's walk: step k takes row group walk(k), k < mine. Each warpgroup takes every
+    // TCK_WG-th row group of the run from its wg-th; in the cluster form with SwiGLU (fuse 2,
+    // rg0 and rg_run even) every TCK_WG-th gate|up pair of the run (pair p: gate group p, then
+    // up group p + groups / 2), so that one warpgroup has both halves of its outputs.
+    const bool pairs = CL && fuse == 2;
+    const int mine = pairs ? 2 * ((rg1 - rg0) / 2 > wg ? ((rg1 - rg0) / 2 - wg + TCK_WG - 1) / TCK_WG : 0)
+                           : rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
+    auto walk = [&](int k) {
+        if (!pairs) return rg0 + wg + TCK_WG * k;
+        const int p = rg0 / 2 + wg + TCK_WG * (k >> 1);
+        return (k & 1) ? groups / 2 + p : p;
+    };
     const int steps = mine * nus;
-    int c_i = 0, c_rg = rg0 + wg, c_u = 0;
+    int c_i = 0, c_k = 0, c_u = 0;
     auto next_copy = [&]() {
         if (c_i < steps) {
-            u8* dst = ring + (c_i % TCK_STAGES) * SLOT;
-            const int tile = 4 * c_rg + wq;
+            u8* dst = ring + (c_i % ST) * SLOT;
+            const int tile = 4 * walk(c_k) + wq;
             const bool ok = tile < tiles;
             const size_t tu = (size_t)tile * nu + u0 + c_u;
             if (F == TC_BF16) {
@@ -183,7 +261,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             }
             if (++c_u == nus) {
                 c_u = 0;
-                c_rg += TCK_WG;
+                ++c_k;
             }
         }
         ++c_i;
@@ -194,16 +272,17 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     // TCK_LDG: the batch a lane computes (wv, sc) and the next one, loading (nwv, nsc); zeros for
     // units past the batch, tiles past R and row groups past the run.
     constexpr int WB = F == TC_BF16 ? 2 : 1;
-    uint4 wv[TCK_UB][WB], nwv[TCK_UB][WB];
-    u32 sc[TCK_UB], nsc[TCK_UB];
-    auto load_batch = [&](int rg, int un, int nb) {
+    uint4 wv[UB][WB], nwv[UB][WB];
+    u32 sc[UB], nsc[UB];
+    auto load_batch = [&](int kk, int un, int nb) {
+        const int rg = kk < mine ? walk(kk) : 0;
 #pragma unroll
-        for (int j = 0; j < TCK_UB; ++j) {
+        for (int j = 0; j < UB; ++j) {
             const int tile = 4 * rg + wq;
             nsc[j] = 0;
 #pragma unroll
             for (int b = 0; b < WB; ++b) nwv[j][b] = make_uint4(0, 0, 0, 0);
-            if (j < nb && rg < rg1 && tile < tiles) {
+            if (j < nb && kk < mine && tile < tiles) {
                 const size_t tu = (size_t)tile * nu + u0 + un + j;
                 if (F == TC_Q4_K) {
                     // The lane's codes in x, y; rows g and g+8's d words in z, w (as linear_tc.cu).
@@ -220,17 +299,17 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         }
     };
     // TCK_BULK: batch slots of this warp's ring and their mbarriers (after every warp's ring).
-    constexpr int NBS = TCK_STAGES / TCK_UB;
-    constexpr int BSLOT = TCK_UB * SLOT;
-    const u32 bar0 = (u32)__cvta_generic_to_shared(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT)) +
-                     warp * (TCK_STAGES * 8);
-    int b_i = 0, b_rg = rg0 + wg, b_un = 0;
+    constexpr int NBS = ST / UB;
+    constexpr int BSLOT = UB * SLOT;
+    const u32 bar0 = (u32)__cvta_generic_to_shared(tck_smem + per * X_UNIT + (NTH / 32) * (ST * SLOT)) +
+                     warp * (ST * 8);
+    int b_i = 0, b_k = 0, b_un = 0;
     // Lane 0 copies the next batch in walk order (units b_un .. of row group b_rg) into its slot;
     // a tile past R copies nothing (the stale slot only reaches rows that are never stored: an
     // output depends on its own row alone); past the warp's last batch nothing is issued.
     auto bulk_batch = [&]() {
-        if (b_rg >= rg1 || nus == 0) return;
-        const int nb = min(TCK_UB, nus - b_un), tile = 4 * b_rg + wq;
+        if (b_k >= mine || nus == 0) return;
+        const int nb = min(UB, nus - b_un), tile = 4 * walk(b_k) + wq;
         if (lane == 0) {
             const u32 bar = bar0 + 8 * (b_i % NBS);
             const u32 dst = (u32)__cvta_generic_to_shared(ring + (b_i % NBS) * BSLOT);
@@ -239,7 +318,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 tcw_bar_expect(bar, nb * WBYTES + (F != TC_BF16 ? nb * 32 : 0));
                 tcw_bulk(dst, q + tu * WBYTES, nb * WBYTES, bar);
                 if (F != TC_BF16)
-                    tcw_bulk(dst + TCK_UB * WBYTES, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
+                    tcw_bulk(dst + UB * WBYTES, reinterpret_cast<const u8*>(s) + tu * 32, nb * 32, bar);
             } else {
                 tcw_bar_expect(bar, 0);
             }
@@ -248,11 +327,11 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         b_un += nb;
         if (b_un >= nus) {
             b_un = 0;
-            b_rg += TCK_WG;
+            ++b_k;
         }
     };
     if (TCK_LDG) {
-        load_batch(rg0 + wg, 0, min(TCK_UB, nus));
+        load_batch(0, 0, min(UB, nus));
     } else if (TCK_BULK) {
         if (lane == 0)
             for (int j = 0; j < NBS; ++j) tcw_bar_init(bar0 + 8 * j);
@@ -261,7 +340,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         for (int j = 0; j < NBS - 1; ++j) bulk_batch();
     } else {
 #pragma unroll
-        for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();
+        for (int j = 0; j < ST - 1; ++j) next_copy();
     }
     pdl_entry();
 
@@ -293,12 +372,31 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
 
+    // TCK_CLUSTER: the warpgroups' slots (chunk c of thread wt's sums at float4 (wg NA / 4 + c)
+    // 128 + wt) after the Q4_K sums, then each warpgroup's `full` (slices - 1 arrivals) and
+    // `empty` (1) mbarriers; set up before any block of the cluster can arrive on them (the
+    // cluster barrier). The cluster is the run's `slices` blocks, rank = slice.
+    float4* clslot = reinterpret_cast<float4*>(tck_smem + per * X_UNIT + (NTH / 32) * (ST * (SLOT + 8)) +
+                                               (F == TC_Q4_K ? per * NTOK * 4 : 0));
+    const u32 clbar = (u32)__cvta_generic_to_shared(clslot + TCK_WG * (NA / 4) * 128);
+    u32 crank = 0, nred = 0;
+    if (CL) {
+        crank = tck_cl_rank();
+        if (tid == 0)
+            for (int w = 0; w < TCK_WG; ++w) {
+                tck_cl_init(clbar + 8 * w, (u32)slices - 1);
+                tck_cl_init(clbar + 8 * (TCK_WG + w), 1);
+            }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        tcw_cluster_sync();
+    }
+
     // Q4_K: each unit's Σx of each token (linear_tc_impl's `ux`: the MMAs of an A of ones from 0,
     // k-half 0 then 1, parts in order), warpgroup w taking units w, w + TCK_WG, ...; lanes 0-3 of
     // its first warp store them (element e: token 8 (e / 4) + 2t + e % 2; rows g and g + 8 hold
     // the same sums).
-    float* sx = reinterpret_cast<float*>(tck_smem + per * X_UNIT + (NTH / 32) * (TCK_STAGES * SLOT) +
-                                         (NTH / 32) * (TCK_STAGES * 8));
+    float* sx = reinterpret_cast<float*>(tck_smem + per * X_UNIT + (NTH / 32) * (ST * SLOT) +
+                                         (NTH / 32) * (ST * 8));
     if (F == TC_Q4_K) {
         const u32 ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
         for (int un = wg; un < nus; un += TCK_WG) {
@@ -334,34 +432,42 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         __syncthreads();
     }
 
-    float us[TCK_UB][NA], acc[NA];
+    float us[UB][NA], acc[NA];
 #pragma unroll
-    for (int j = 0; j < TCK_UB; ++j)
+    for (int j = 0; j < UB; ++j)
 #pragma unroll
         for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
     int i = 0, bi = 0;  // units and batches this warp has taken
-    for (int rg = rg0 + wg; rg < rg1; rg += TCK_WG) {
+    for (int k = 0; k < mine; ++k) {
+        const int rg = walk(k);
 #pragma unroll
         for (int e = 0; e < NA; ++e) acc[e] = 0.0f;
+        if (CL) {
+            // As TCK_FUSE's below: nothing of the unit sums outlives a row group.
+#pragma unroll
+            for (int j = 0; j < UB; ++j)
+#pragma unroll
+                for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
+        }
 #if TCK_FUSE
         // The unit sums start from 0 at each unit's first MMA (scale-d 0) whatever they hold:
         // zeroing them here only tells the compiler that nothing of them outlives a row group,
         // so the reduce below (a call) keeps no registers of them.
 #pragma unroll
-        for (int j = 0; j < TCK_UB; ++j)
+        for (int j = 0; j < UB; ++j)
 #pragma unroll
             for (int e = 0; e < NA; ++e) us[j][e] = 0.0f;
 #endif
-        // A batch of nb <= TCK_UB units: their MMAs go in between one fence and one wait (unit j
+        // A batch of nb <= UB units: their MMAs go in between one fence and one wait (unit j
         // into its own sum us[j]), then the sums are folded in unit order. A batch past the
         // slice's end runs its spare MMAs on zero weights and drops them.
-        for (int un = 0; un < nus; un += TCK_UB) {
-            const int nb = min(TCK_UB, nus - un);
+        for (int un = 0; un < nus; un += UB) {
+            const int nb = min(UB, nus - un);
             // Q4_K on the ring or bulk path: the batch's d words from global memory, issued
             // before the wait for its codes.
-            uint2 dq[TCK_UB];
+            uint2 dq[UB];
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) {
+            for (int j = 0; j < UB; ++j) {
                 dq[j] = make_uint2(0u, 0u);
                 if (F == TC_Q4_K && !TCK_LDG && j < nb && 4 * rg + wq < tiles)
                     dq[j] = q4k_dwords(s, tiles, nu, 4 * rg + wq, u0 + un + j, g);
@@ -369,14 +475,14 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             if (TCK_LDG) {
                 // This batch's fragments are the ones loading; the next batch's loads go out.
 #pragma unroll
-                for (int j = 0; j < TCK_UB; ++j) {
+                for (int j = 0; j < UB; ++j) {
                     sc[j] = nsc[j];
 #pragma unroll
                     for (int b = 0; b < WB; ++b) wv[j][b] = nwv[j][b];
                 }
                 const bool last = un + nb >= nus;
                 const int nun = last ? 0 : un + nb;
-                load_batch(last ? rg + TCK_WG : rg, nun, min(TCK_UB, nus - nun));
+                load_batch(last ? k + 1 : k, nun, min(UB, nus - nun));
             } else if (TCK_BULK) {
                 // Every lane is past the batch before (its slot takes batch bi + NBS - 1), then
                 // this batch's copies complete: use bi / NBS of its slot.
@@ -385,15 +491,15 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 tcw_bar_wait(bar0 + 8 * (bi % NBS), (bi / NBS) & 1);
                 __syncwarp();  // converged again after the wait's loop, before the .aligned MMAs
             } else {
-                // Units i .. i + nb - 1 copied: at most TCK_STAGES - 1 - TCK_UB later groups
+                // Units i .. i + nb - 1 copied: at most ST - 1 - UB later groups
                 // pending.
-                asm volatile("cp.async.wait_group %0;\n" ::"n"(TCK_STAGES - 1 - TCK_UB));
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 1 - UB));
                 __syncwarp();
             }
-            u32 a[TCK_UB][2][4];
-            float d[TCK_UB][2], ml[TCK_UB][2];
+            u32 a[UB][2][4];
+            float d[UB][2], ml[UB][2];
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) {
+            for (int j = 0; j < UB; ++j) {
                 ml[j][0] = ml[j][1] = 0.0f;
                 if (F == TC_Q4_K && (TCK_LDG || j < nb)) {
                     // The codes and scale word from the path's registers or slot, the d words
@@ -406,8 +512,8 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                         dw = make_uint2(wv[j][0].z, wv[j][0].w);
                         sw = sc[j];
                     } else if (4 * rg + wq < tiles) {
-                        const u8* W = TCK_BULK ? ring + (bi % NBS) * BSLOT + j * WBYTES : ring + ((i + j) % TCK_STAGES) * SLOT;
-                        const u8* S = TCK_BULK ? ring + (bi % NBS) * BSLOT + TCK_UB * WBYTES + j * 32 : W + 256;
+                        const u8* W = TCK_BULK ? ring + (bi % NBS) * BSLOT + j * WBYTES : ring + ((i + j) % ST) * SLOT;
+                        const u8* S = TCK_BULK ? ring + (bi % NBS) * BSLOT + UB * WBYTES + j * 32 : W + 256;
                         c = reinterpret_cast<const uint2*>(W)[lane];
                         sw = reinterpret_cast<const u32*>(S)[g];
                         dw = dq[j];
@@ -437,9 +543,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                     // (A tile past R copies nothing: it takes the zeros below, as the other
                     // paths' zero-filled copies give.)
                     const u8* W = ring + (bi % NBS) * BSLOT;
-                    tc_staged_a<F, false>(W + j * WBYTES, W + TCK_UB * WBYTES + j * 32, lane, a[j], d[j]);
+                    tc_staged_a<F, false>(W + j * WBYTES, W + UB * WBYTES + j * 32, lane, a[j], d[j]);
                 } else if (j < nb) {
-                    const u8* W = ring + ((i + j) % TCK_STAGES) * SLOT;
+                    const u8* W = ring + ((i + j) % ST) * SLOT;
                     tc_staged_a<F, true>(W, W + 512, lane, a[j], d[j]);
                 } else {
 #pragma unroll
@@ -454,15 +560,15 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             // (lanes read what other lanes copied: Q8_0's scales, Q4_K's codes).
             if (!TCK_LDG && !TCK_BULK) __syncwarp();
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j)
+            for (int j = 0; j < UB; ++j)
                 if (!TCK_LDG && !TCK_BULK && j < nb) next_copy();
             // Each descriptor by one add to the unit's first (the start address field, the low
             // word's bits 0-13; offsets multiples of 16 under 256 KiB), as linear_tcw's issue; the
             // unit's low word made here and the high word a constant, so nothing stays live
             // across the loop (a block-wide base spilled at three parts and TCK_WG = 3).
-            unsigned long long desc[TCK_UB][2][P];
+            unsigned long long desc[UB][2][P];
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) {
+            for (int j = 0; j < UB; ++j) {
                 const u32 xlo = (u32)tcw_desc(tck_smem + (un + (j < nb ? j : 0)) * X_UNIT, P * 512);
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
@@ -476,10 +582,10 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             asm volatile("mov.b32 %0, 0;\n" : "=r"(from0));
             asm volatile("mov.b32 %0, 1;\n" : "=r"(acc_on));
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) tcw_pin(us[j]);
+            for (int j = 0; j < UB; ++j) tcw_pin(us[j]);
             tcw_fence();
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j)
+            for (int j = 0; j < UB; ++j)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -487,9 +593,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             tcw_commit();
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j) tcw_pin(us[j]);
+            for (int j = 0; j < UB; ++j) tcw_pin(us[j]);
 #pragma unroll
-            for (int j = 0; j < TCK_UB; ++j)
+            for (int j = 0; j < UB; ++j)
                 if (j < nb) {
                     const float* sxu = sx + (un + j) * NTOK + 2 * t;
 #pragma unroll
@@ -508,15 +614,88 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 #pragma unroll
         for (int e = 0; e < NA; ++e) {
             const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
-            if (row < R && m < M) part[((size_t)sl * M + m) * R + row] = acc[e];
+            if (!CL && row < R && m < M) part[((size_t)sl * M + m) * R + row] = acc[e];
+        }
+        if (CL) {
+            // The cluster reduce of this step (see TCK_CLUSTER): reducer `red` of the run's
+            // idx-th row group (or pair); the slot is written only once its last reader is done
+            // (phase k - 1 of `empty`).
+            const int wt = tid & 127;
+            const u32 fullb = clbar + 8 * wg, emptyb = clbar + 8 * (TCK_WG + wg);
+            float4* slot = clslot + wg * (NA / 4) * 128 + wt;
+            const int idx = (pairs ? (k >> 1) : k) * TCK_WG + wg;
+            const u32 red = (u32)(idx % slices);
+            if (k > 0) tck_cl_wait(emptyb, (k - 1) & 1);
+            if (red != crank) {
+#pragma unroll
+                for (int c = 0; c < NA / 4; ++c)
+                    slot[c * 128] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+                if (wt == 0) tck_cl_arrive(fullb, red);
+            } else {
+                tck_cl_wait(fullb, nred & 1);
+                ++nred;
+                // Slice order, the first as is (slice_sum); this block's own sums from registers.
+                float v[NA];
+                const u32 sa = (u32)__cvta_generic_to_shared(slot);
+                for (int sr = 0; sr < slices; ++sr) {
+                    float4 c4[NA / 4];
+                    if ((u32)sr == crank) {
+#pragma unroll
+                        for (int c = 0; c < NA / 4; ++c)
+                            c4[c] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
+                    } else {
+                        const u32 ra = tck_cl_map(sa, (u32)sr);
+#pragma unroll
+                        for (int c = 0; c < NA / 4; ++c) c4[c] = tck_cl_ld4(ra + c * 128 * 16);
+                    }
+#pragma unroll
+                    for (int e = 0; e < NA; ++e) {
+                        const float4 q4 = c4[e >> 2];
+                        const float xv = (e & 3) == 0 ? q4.x : (e & 3) == 1 ? q4.y : (e & 3) == 2 ? q4.z : q4.w;
+                        v[e] = sr == 0 ? xv : __fadd_rn(v[e], xv);
+                    }
+                }
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+                if (wt < slices) tck_cl_arrive(emptyb, (u32)wt);
+                const bool up = pairs && (k & 1);
+                const int I = R / 2;
+#pragma unroll
+                for (int e = 0; e < NA; ++e) {
+                    const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
+                    if (bias && row < R) v[e] = __fadd_rn(v[e], bias[row]);
+                    if (!pairs) {
+                        if (row < R && m < M) {
+                            float* dst = row < R0        ? y + (size_t)m * R0 + row
+                                         : row < R0 + R1 ? y1 + (size_t)m * R1 + (row - R0)
+                                                         : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
+                            *dst = v[e];
+                        }
+                    } else if (up && m < M) {
+                        const float4 g4 = slot[(e >> 2) * 128];
+                        const float gv = (e & 3) == 0 ? g4.x : (e & 3) == 1 ? g4.y : (e & 3) == 2 ? g4.z : g4.w;
+                        y[(size_t)m * I + (row - I)] = swiglu1(gv, v[e]);
+                    }
+                }
+                if (pairs && !up) {
+                    // The gate sums (with their bias) wait in this block's own slot, which no
+                    // other block reads, for the pair's up group.
+#pragma unroll
+                    for (int c = 0; c < NA / 4; ++c)
+                        slot[c * 128] = make_float4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+                }
+            }
         }
 #if TCK_FUSE
-        if (fuse) tck_fused_reduce(part, bias, y, y1, y2, R0, R1, cnt, fuse, M, R, slices, groups, rg, m0, NTOK,
+        if (!CL && fuse) tck_fused_reduce(part, bias, y, y1, y2, R0, R1, cnt, fuse, M, R, slices, groups, rg, m0, NTOK,
                                    tid & 127, wg);
 #endif
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
     // TCK_BULK: every copy issued was waited for (a warp issues only batches it takes).
+    // TCK_CLUSTER: no block leaves while another may still read its slots or arrive on its
+    // mbarriers.
+    if (CL) asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 #else
     // Built for an architecture without wgmma: the host never launches this (QTC_SK = 3 needs
     // sm_90a), so reaching it is a bug; trap rather than leave `part` unwritten.
@@ -531,8 +710,19 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
              int rg_run, const float* bias, float* y, float* y1, float* y2, int R0, int R1, u32* cnt,   \
              int fuse) {                                                                           \
-        linear_tck_impl<F, NTOK>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, cnt, \
-                                 fuse);                                                            \
+        linear_tck_impl<F, NTOK, false>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, \
+                                        cnt, fuse);                                                \
+    }
+// The cluster entries (TCK_CLUSTER): grid (slices, runs, token blocks) in clusters of (slices, 1,
+// 1); fuse 1 (the outputs y / y1 / y2 at R0, R1) or 2 (SwiGLU into y, [M, R / 2] f32; rg_run
+// even); `part` and `cnt` unused.
+#define LINEAR_TCK_CL(name, F, NTOK)                                                                \
+    extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
+        name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
+             int rg_run, const float* bias, float* y, float* y1, float* y2, int R0, int R1, u32* cnt,   \
+             int fuse) {                                                                           \
+        linear_tck_impl<F, NTOK, true>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, \
+                                       cnt, fuse);                                                 \
     }
 
 LINEAR_TCK(linear_tck_bf16_n16, TC_BF16, 16)
@@ -541,3 +731,11 @@ LINEAR_TCK(linear_tck_q8_0_n16, TC_Q8_0, 16)
 LINEAR_TCK(linear_tck_q8_0_n32, TC_Q8_0, 32)
 LINEAR_TCK(linear_tck_q4_k_n16, TC_Q4_K, 16)
 LINEAR_TCK(linear_tck_q4_k_n32, TC_Q4_K, 32)
+#if TCK_CLUSTER
+LINEAR_TCK_CL(linear_tck_bf16_n16_cl, TC_BF16, 16)
+LINEAR_TCK_CL(linear_tck_bf16_n32_cl, TC_BF16, 32)
+LINEAR_TCK_CL(linear_tck_q8_0_n16_cl, TC_Q8_0, 16)
+LINEAR_TCK_CL(linear_tck_q8_0_n32_cl, TC_Q8_0, 32)
+LINEAR_TCK_CL(linear_tck_q4_k_n16_cl, TC_Q4_K, 16)
+LINEAR_TCK_CL(linear_tck_q4_k_n32_cl, TC_Q4_K, 32)
+#endif

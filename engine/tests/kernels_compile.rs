@@ -180,7 +180,7 @@ fn linear_switches_compile() {
     let Some(dir) = nvrtc_or_reexec("linear_switches_compile") else {
         return;
     };
-    let sets: [&[(&str, &str)]; 44] = [
+    let sets: [&[(&str, &str)]; 46] = [
         &[
             ("QTC_SK_WT", "2"),
             ("QTC_SK_DB", "0"),
@@ -391,6 +391,16 @@ fn linear_switches_compile() {
             ("QTC_Q8_UNROLL", "2"),
             ("QTC_WT_ALT", "3"),
         ],
+        // The cluster entries (TCK_CLUSTER: the split-K reduce through a thread-block cluster)
+        // at the H200 defaults, and on register loads with 2 warpgroups.
+        &[
+            ("QTC_SK", "3"),
+            ("QTC_XSPLIT", "2"),
+            ("TCK_BULK", "1"),
+            ("TCK_WG", "3"),
+            ("TCK_CLUSTER", "1"),
+        ],
+        &[("TCK_WG", "2"), ("TCK_LDG", "1"), ("TCK_CLUSTER", "1")],
         // TCK_FUSE on the cp.async ring (2 warpgroups, 3 parts) and on register loads.
         &[("TCK_WG", "2"), ("TCK_FUSE", "1")],
         &[("TCK_WG", "1"), ("TCK_LDG", "1"), ("TCK_FUSE", "1")],

@@ -552,10 +552,10 @@ impl ConfigArgs {
             }
             // QLIN_FACTOR, QLIN_INT, QLIN_IMMA, QIMMA_PF, QIMMA_BPF, QLIN_MT, QTC, QTC_DB,
             // QTC_DB_BIG, QTC_SK_DB, QTC_Q8_DB_BIG, QTC_Q8_DB, QTC_TOKFAST, QTC_Q8_0, QTC_GEMM_XASYNC,
-            // TCW_BULK, TCW_CLUSTER, TCW_WS, TCW_TMA, TCW_WS_Q, TCW_PP, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_TILE, ATTN_SKIP, ATTN_KV16W, ATTN_V16W, ATTN_PF,
+            // TCW_BULK, TCW_CLUSTER, TCW_WS, TCW_TMA, TCW_WS_Q, TCW_PP, TCK_LDG, TCK_BULK, TCK_Q8_0, TCK_FUSE, TCK_CLUSTER, TCS_GLU, TCS_ROPE, ATTN_KORDER, ATTN_ROWS_KORDER, ATTN_TILE, ATTN_SKIP, ATTN_KV16W, ATTN_V16W, ATTN_PF,
             // PDL and PDL_EARLY are switches (0 or 1); QTC_Q8_M1 is 0 or 2; QTC_Q4_K 0 to 2; QTC_XSPLIT is 1 to 3
             // bf16 parts, QTC_SK 0 to 3, QTC_GEMM 0 to 3, TCG2_STAGES and TCW_STAGES 2 to 8,
-            // TCK_STAGES 2 to 16 (more than TCK_UB), TCK_UB 1 to 8, TCW_UPB and TCW_UPB_Q 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
+            // TCK_STAGES and TCK_CL_STAGES 2 to 16 (more than TCK_UB, TCK_CL_UB), TCK_UB and TCK_CL_UB 1 to 8, TCW_UPB and TCW_UPB_Q 1 to 4, TCW_WG and TCK_WG 1 to 3, ATTN_VBATCH and ATTN_ROWS_VBATCH 1 to 16; QLIN_M1_PREFETCH, QTC_M1_PREFETCH QTC_SPLIT_BIG, QTC_WT_ALT (0: off), TCK_MIN_MB,
             // QTC_GEMM_MIN_BIG (0: as QTC_GEMM_MIN), ATTN_WIDE_ROWS, ATTN_WIDE_ROWS_F16, ATTN_WIDE_SPLITS and ATTN_ROWS (0: never) may be 0;
             // ATTN_ROWS_Q and ATTN_ROWS_HEADS 1 to 8, ATTN_ROWS_MINB 1 to 4, ATTN_TILE_ROWS 1 to 16, ATTN_TILE_MINB 1 to 2; the rest are sizes.
             let switch = matches!(
@@ -585,6 +585,7 @@ impl ConfigArgs {
                     | "TCK_BULK"
                     | "TCK_Q8_0"
                     | "TCK_FUSE"
+                    | "TCK_CLUSTER"
                     | "TCS_GLU"
                     | "TCS_ROPE"
                     | "ATTN_KORDER"
@@ -635,13 +636,13 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "TCW_UPB" | "TCW_UPB_Q") => anyhow::bail!(
                     "kernel_defines.{k} must be 1 to 4 units between the wgmma GEMM's barriers (got {v:?})"
                 ),
-                Ok(n) if k == "TCK_UB" && (1..=8).contains(&n) => {}
-                _ if k == "TCK_UB" => {
-                    anyhow::bail!("kernel_defines.TCK_UB must be 1 to 8 units (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "TCK_UB" | "TCK_CL_UB") && (1..=8).contains(&n) => {}
+                _ if matches!(k.as_str(), "TCK_UB" | "TCK_CL_UB") => {
+                    anyhow::bail!("kernel_defines.{k} must be 1 to 8 units (got {v:?})")
                 }
-                Ok(n) if k == "TCK_STAGES" && (2..=16).contains(&n) => {}
-                _ if k == "TCK_STAGES" => {
-                    anyhow::bail!("kernel_defines.TCK_STAGES must be 2 to 16 (got {v:?})")
+                Ok(n) if matches!(k.as_str(), "TCK_STAGES" | "TCK_CL_STAGES") && (2..=16).contains(&n) => {}
+                _ if matches!(k.as_str(), "TCK_STAGES" | "TCK_CL_STAGES") => {
+                    anyhow::bail!("kernel_defines.{k} must be 2 to 16 (got {v:?})")
                 }
                 Ok(n) if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") && (2..=8).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCG2_STAGES" | "TCW_STAGES") => {

@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 104] = [
+pub const KERNEL_DEFINES: [&str; 107] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -102,6 +102,9 @@ pub const KERNEL_DEFINES: [&str; 104] = [
     "TCK_MIN_MB",
     "TCK_Q8_0",
     "TCK_FUSE",
+    "TCK_CLUSTER",
+    "TCK_CL_STAGES",
+    "TCK_CL_UB",
     "TCS_GLU",
     "TCS_ROPE",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch
@@ -204,6 +207,20 @@ pub(super) fn check_gemm_combinations(tck: impl Fn(&str, u32) -> u32) -> anyhow:
             tck("TCK_STAGES", 8),
             tck("TCK_UB", 4)
         );
+    }
+    // The cluster entries' rings (TCK_CLUSTER = 1) by the same rules, with their own sizes.
+    if tck("TCK_CLUSTER", 0) == 1 {
+        let (st, ub) = (tck("TCK_CL_STAGES", 6), tck("TCK_CL_UB", 3));
+        let need = if tck("TCK_BULK", 0) == 1 {
+            2 * ub
+        } else {
+            ub + 1
+        };
+        if st < need || (tck("TCK_LDG", 0) == 1 && ub > 4) {
+            anyhow::bail!(
+                "kernel_defines.TCK_CL_STAGES ({st}) must be more than TCK_CL_UB ({ub}), at least twice it with TCK_BULK = 1, and TCK_CL_UB at most 4 with TCK_LDG = 1"
+            );
+        }
     }
     // The wgmma GEMM waits for TCW_UPB units at a barrier while the ones after them load
     // (kernels/linear_tcw.cu asserts it); a group's fragments do not fit the 168-register

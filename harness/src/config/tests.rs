@@ -163,7 +163,7 @@ fn defines_off_by_default_accept_zero() {
             zero.push(name);
         }
     }
-    for name in ["PDL", "QTC_Q8_M1", "QTC_WT_ALT", "TCK_FUSE"] {
+    for name in ["PDL", "QTC_Q8_M1", "QTC_WT_ALT", "TCK_FUSE", "TCK_CLUSTER"] {
         assert!(zero.contains(&name), "{name} not found off by default");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -283,6 +283,13 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_STAGES = \"17\"", "TCK_STAGES must be 2 to 16"),
         ("TCK_STAGES = \"4\"", "must be more than TCK_UB (4)"),
         ("TCK_UB = \"9\"", "TCK_UB must be 1 to 8"),
+        ("TCK_CLUSTER = \"2\"", "\"0\" or \"1\""),
+        ("TCK_CL_UB = \"0\"", "TCK_CL_UB must be 1 to 8"),
+        ("TCK_CL_STAGES = \"1\"", "TCK_CL_STAGES must be 2 to 16"),
+        (
+            "TCK_CLUSTER = \"1\"\nTCK_BULK = \"1\"\nTCK_CL_STAGES = \"5\"",
+            "TCK_CL_STAGES (5) must be more than TCK_CL_UB (3), at least twice",
+        ),
         ("TCK_LDG = \"2\"", "\"0\" or \"1\""),
         ("TCK_BULK = \"2\"", "\"0\" or \"1\""),
         ("TCK_Q8_0 = \"2\"", "\"0\" or \"1\""),

@@ -72,8 +72,8 @@ pub struct Launch<'a> {
     /// Tensor-map arguments (128 bytes each, passed by value): (position in the argument list,
     /// the map), boxed so that their addresses stay put.
     maps: Vec<(usize, Box<sys::CUtensorMap>)>,
-    /// Blocks a cluster along y (1: no cluster).
-    cluster_y: u32,
+    /// Blocks a cluster along x and y ((1, 1): no cluster).
+    cluster: (u32, u32),
 }
 
 impl<'a> Launch<'a> {
@@ -83,7 +83,7 @@ impl<'a> Launch<'a> {
             f,
             vals: Vec::with_capacity(16),
             maps: Vec::new(),
-            cluster_y: 1,
+            cluster: (1, 1),
         }
     }
 
@@ -91,8 +91,61 @@ impl<'a> Launch<'a> {
     /// (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` (1, n, 1); sm_90 and later). The grid's y must be
     /// a multiple of `n`, or the launch fails with the driver's invalid-configuration error.
     pub fn cluster_y(&mut self, n: u32) -> &mut Self {
-        self.cluster_y = n.max(1);
+        self.cluster = (1, n.max(1));
         self
+    }
+
+    /// Launches the grid in thread block clusters of `n` blocks along x (cluster dimension
+    /// (n, 1, 1)); the grid's x must be a multiple of `n`. Up to 8 is portable.
+    pub fn cluster_x(&mut self, n: u32) -> &mut Self {
+        self.cluster = (n.max(1), 1);
+        self
+    }
+
+    /// The cluster-dimension launch attribute, when the launch has clusters.
+    fn cluster_attr(&self) -> Option<sys::CUlaunchAttribute> {
+        if self.cluster == (1, 1) {
+            return None;
+        }
+        // SAFETY: a zeroed attribute is a valid value of this plain C struct; the union member
+        // set is the one the attribute id names.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = self.cluster.0;
+        attr.value.clusterDim.y = self.cluster.1;
+        attr.value.clusterDim.z = 1;
+        Some(attr)
+    }
+
+    /// Clusters of this launch's cluster shape that can be resident at once with `cfg`'s block
+    /// and shared memory (`cuOccupancyMaxActiveClusters`; it depends on how the GPCs' SMs fit
+    /// the cluster, so it can be less than SMs / cluster size). Errors: the driver's.
+    pub fn max_active_clusters(&self, cfg: LaunchConfig) -> Result<u32> {
+        self.dev.context().bind_to_thread().map_err(drv)?;
+        let mut attrs: Vec<sys::CUlaunchAttribute> = self.cluster_attr().into_iter().collect();
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.dev.stream().cu_stream(),
+            attrs: if attrs.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                attrs.as_mut_ptr()
+            },
+            numAttrs: attrs.len() as u32,
+        };
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: `config` and `attrs` outlive the call, `n` is a valid out-pointer, and the
+        // function is a loaded kernel of this context.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, self.f.cu_function(), &config) }
+            .result()
+            .map_err(drv)?;
+        Ok(n.max(0) as u32)
     }
 
     /// Appends the next argument. The argument is borrowed for the launch's lifetime `'a`, so a
@@ -139,15 +192,7 @@ impl<'a> Launch<'a> {
             attr.value.programmaticStreamSerializationAllowed = 1;
             attrs.push(attr);
         }
-        if self.cluster_y > 1 {
-            // SAFETY: as above.
-            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr.value.clusterDim.x = 1;
-            attr.value.clusterDim.y = self.cluster_y;
-            attr.value.clusterDim.z = 1;
-            attrs.push(attr);
-        }
+        attrs.extend(self.cluster_attr());
         let config = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,

@@ -135,6 +135,43 @@ pub fn tck_fuse(
     }
 }
 
+/// Dynamic shared memory the cluster entries of the wgmma split-K form (TCK_CLUSTER) add to
+/// [`tck_smem_bytes`] (bytes): a slot of the slice sums a warpgroup (128 threads x `tokens` / 2
+/// f32), then two 8-byte mbarriers a warpgroup.
+pub fn tck_cl_smem_bytes(tokens: u32, wg: u32) -> u32 {
+    wg * (128 * tokens / 2 * 4 + 16)
+}
+
+/// The mode of the cluster entries (TCK_CLUSTER = 1, `on`) for one call of the wgmma split-K
+/// form, or `None` for the form with partials and a reduce: a cluster holds a run's `slices`
+/// blocks, so 2 to 8 slices (the portable cluster sizes); `Some(2)` where the reduce would take the
+/// SwiGLU epilogue (two equal halves of I rows, I a multiple of 64 so that the gate and up halves
+/// are whole row groups, `out` m·I), `Some(1)` with no epilogue (the outputs as the reduce would
+/// store them), `None` for other epilogues (RoPE and KV append) or SwiGLU shapes.
+pub fn tck_cluster(
+    on: bool,
+    slices: u32,
+    rows: &[usize],
+    m: usize,
+    epi: Option<&Epilogue<'_>>,
+) -> Option<u32> {
+    if !on || !(2..=8).contains(&slices) {
+        return None;
+    }
+    match epi {
+        None => Some(1),
+        Some(Epilogue::SwiGlu(out))
+            if rows.len() == 2
+                && rows[1] == rows[0]
+                && rows[0].is_multiple_of(64)
+                && out.len() == m * rows[0] =>
+        {
+            Some(2)
+        }
+        Some(_) => None,
+    }
+}
+
 /// One pre-split tiled form, as [`CudaDevice::linear_slabs`] launches it: the kernel file, its
 /// split pass (x into bf16 parts, grid (k / 32, ceil(ceil(mc / 8) / 8)), 256 threads), the entry,
 /// and the block's shape.
@@ -299,6 +336,29 @@ impl CudaDevice {
         let per = ((k / 32) as u32).div_ceil(slices);
         let parts = self.define("QTC_XSPLIT", 3).clamp(1, 3);
         let wg = self.define("TCK_WG", 2).clamp(1, 3);
+        // TCK_CLUSTER: the cluster entries where they fit ([`tck_cluster`]), else the form below.
+        let cl_stages = self.define("TCK_CL_STAGES", 6).max(2);
+        let cl = tck_cluster(
+            self.define("TCK_CLUSTER", 0) == 1,
+            slices,
+            rows,
+            m,
+            epi.as_deref(),
+        )
+        .filter(|_| {
+            tck_smem_bytes(w.dtype, parts, per, tokens, wg, cl_stages)
+                + tck_cl_smem_bytes(tokens, wg)
+                <= SMEM_MAX
+        });
+        if let Some(mode) = cl {
+            let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, cl_stages)
+                + tck_cl_smem_bytes(tokens, wg);
+            return self
+                .linear_tck_cluster(
+                    &func, x, w, ys, rows, m, slices, tokens, wg, smem, mode, epi,
+                )
+                .map(|()| Some(mode == 2));
+        }
         let stages = self.define("TCK_STAGES", 8).max(2);
         let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, stages);
         // TCK_FUSE's entries hold 128 bytes of static shared memory beside the dynamic.
@@ -384,6 +444,98 @@ impl CudaDevice {
             0 => self.sk_reduce(part, w, ys, rows, m, slices, epi).map(Some),
             f => Ok(Some(f == 2)),
         }
+    }
+
+    /// [`CudaDevice::linear_tck`] on its cluster entries (`func` + `_cl`, TCK_CLUSTER = 1;
+    /// `mode` from [`tck_cluster`]): grid (slices, runs, token blocks) in clusters of (slices, 1,
+    /// 1), the slices' sums added in slice order inside the cluster (kernels/linear_tck.cu), so
+    /// no partials and no reduce launch; mode 1 stores the outputs `ys` (row split `rows`), mode
+    /// 2 SwiGLU into the epilogue's `out` ([m, I] f32). Runs as for the plain form, at most as
+    /// many clusters as can be resident at once (`cuOccupancyMaxActiveClusters`), whole gate|up
+    /// pairs in mode 2. Errors: the shared-memory opt-in, a launch failure.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_tck_cluster(
+        &self,
+        func: &str,
+        x: &CudaSlice<f32>,
+        w: &DevMatrix,
+        ys: &mut [&mut CudaSlice<f32>],
+        rows: &[usize],
+        m: usize,
+        slices: u32,
+        tokens: u32,
+        wg: u32,
+        smem: u32,
+        mode: u32,
+        epi: Option<&mut Epilogue<'_>>,
+    ) -> Result<()> {
+        let (k, r) = (w.cols, w.rows);
+        let name = format!("{func}_cl");
+        let f = self.function("linear_tck.cu", &name)?;
+        if smem > 48 << 10 {
+            self.grant_smem(&name, &f, smem)?;
+        }
+        let groups = (r as u32).div_ceil(4 * TC_TILE_ROWS as u32);
+        let tok_groups = (m as u32).div_ceil(tokens);
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(128 * wg, smem as usize, None)
+            .map_err(super::drv)?
+            .max(1);
+        let blocks =
+            self.info().sm_count.max(1) as u32 * per_sm * self.define("QTC_SK_WAVES", 1).max(1);
+        let block = (128 * wg, 1, 1);
+        let mut b = self.launcher(&f);
+        b.cluster_x(slices);
+        let resident = b
+            .max_active_clusters(LaunchConfig {
+                grid_dim: (slices, 1, 1),
+                block_dim: block,
+                shared_mem_bytes: smem,
+            })?
+            .max(1);
+        // Mode 2 runs whole gate|up pairs (an even run of the virtual groups).
+        let unit = if mode == 2 { 2 } else { 1 };
+        let units = groups / unit;
+        let runs = (blocks / (slices * tok_groups))
+            .min((resident / tok_groups).max(1))
+            .clamp(1, units);
+        let rg_run = unit * units.div_ceil(runs);
+        let runs = groups.div_ceil(rg_run);
+        let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
+        let (si, gi, fi) = (slices as i32, rg_run as i32, mode as i32);
+        let (r0, r1) = (
+            i32_of(rows[0], "r0")?,
+            i32_of(rows.get(1).copied().unwrap_or(0), "r1")?,
+        );
+        let null = 0u64;
+        b.arg(x).arg(&w.data);
+        match &w.aux {
+            Some(aux) => b.arg(aux),
+            None => b.arg(&null),
+        };
+        b.arg(&null).arg(&mi).arg(&ki).arg(&ri).arg(&si).arg(&gi);
+        match (mode, epi) {
+            (2, Some(Epilogue::SwiGlu(out))) => {
+                match &w.bias {
+                    Some(bias) => b.arg(bias),
+                    None => b.arg(&null),
+                };
+                b.arg(&**out).arg(&null).arg(&null);
+            }
+            _ => push_bias_outs(&mut b, &w.bias, ys, &null),
+        }
+        b.arg(&r0).arg(&r1).arg(&null).arg(&fi);
+        let cfg = LaunchConfig {
+            grid_dim: (slices, runs, tok_groups),
+            block_dim: block,
+            shared_mem_bytes: smem,
+        };
+        // SAFETY: linear_tck_*_cl(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1,
+        // cnt, fuse): x holds m·k f32 (checked by linear_split), q/s the Tc layout of an r × k
+        // matrix; part and cnt are not read (null); the grid covers every row group once (mode 2:
+        // every gate|up pair, rg_run even); mode 1: the outputs and their row split checked by
+        // linear_split; mode 2: out holds m·I f32 ([`tck_cluster`]). The grid's x is the cluster's.
+        unsafe { b.launch(cfg) }
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most
@@ -597,6 +749,27 @@ mod tests {
             tcw_smem_bytes(DType::Q4_K, 2, 2, 4, false),
             4 * (2 * 8192 + 8 * 288 + 512) + 64 * 128 * 2 * 4 + 32
         );
+    }
+
+    /// The cluster entries' mode: 2 to 8 slices (portable clusters) with no epilogue; their
+    /// shared memory.
+    #[test]
+    fn tck_cluster_takes_2_to_8_slices_and_fits_gate_up() {
+        assert_eq!(tck_cluster(false, 4, &[128256], 32, None), None);
+        assert_eq!(tck_cluster(true, 4, &[128256], 32, None), Some(1));
+        assert_eq!(tck_cluster(true, 2, &[14336, 14336], 9, None), Some(1));
+        assert_eq!(tck_cluster(true, 8, &[4096], 32, None), Some(1));
+        // 16 slices need a non-portable cluster; 1 has nothing to reduce.
+        assert_eq!(tck_cluster(true, 16, &[4096], 32, None), None);
+        assert_eq!(tck_cluster(true, 1, &[4096], 32, None), None);
+        // The slots: 8 KiB a warpgroup at 32 tokens, and two mbarriers.
+        assert_eq!(tck_cl_smem_bytes(32, 3), 3 * (8192 + 16));
+        assert_eq!(tck_cl_smem_bytes(16, 1), 4096 + 16);
+        // gate+up at the H200 defaults (K = 4,096 in 4 slices: 32 units, 2 parts, 3 warpgroups)
+        // fits with the cluster's 6-unit rings, not with the plain form's 8.
+        let base = |st| tck_smem_bytes(DType::BF16, 2, 32, 32, 3, st);
+        assert!(base(6) + tck_cl_smem_bytes(32, 3) <= SMEM_MAX);
+        assert!(base(8) + tck_cl_smem_bytes(32, 3) > SMEM_MAX);
     }
 
     /// TCK_FUSE's mode without an epilogue: off unless asked; the plain reduce (1) for outputs
