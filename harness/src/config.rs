@@ -636,6 +636,10 @@ impl ConfigArgs {
                 _ if matches!(k.as_str(), "TCW_UPB" | "TCW_UPB_Q") => anyhow::bail!(
                     "kernel_defines.{k} must be 1 to 4 units between the wgmma GEMM's barriers (got {v:?})"
                 ),
+                Ok(n) if k == "TCK_CL_MAX" && (2..=16).contains(&n) => {}
+                _ if k == "TCK_CL_MAX" => {
+                    anyhow::bail!("kernel_defines.TCK_CL_MAX must be 2 to 16 blocks a cluster (got {v:?})")
+                }
                 Ok(n) if matches!(k.as_str(), "TCK_UB" | "TCK_CL_UB") && (1..=8).contains(&n) => {}
                 _ if matches!(k.as_str(), "TCK_UB" | "TCK_CL_UB") => {
                     anyhow::bail!("kernel_defines.{k} must be 1 to 8 units (got {v:?})")

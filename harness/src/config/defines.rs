@@ -1,7 +1,7 @@
 //! The names `[kernel_defines]` accepts.
 
 /// Compile-time constants the kernels read (see kernels/*.cu).
-pub const KERNEL_DEFINES: [&str; 107] = [
+pub const KERNEL_DEFINES: [&str; 108] = [
     "LIN_WARPS",
     "LIN_TOKENS",
     "LIN_ROWS",
@@ -105,6 +105,8 @@ pub const KERNEL_DEFINES: [&str; 107] = [
     "TCK_CLUSTER",
     "TCK_CL_STAGES",
     "TCK_CL_UB",
+    // Read by the engine: the largest cluster TCK_CLUSTER takes (past 8: non-portable).
+    "TCK_CL_MAX",
     "TCS_GLU",
     "TCS_ROPE",
     // Read by the engine, not the kernels: launches carry programmatic dependent launch

@@ -285,6 +285,7 @@ fn kernel_define_values_are_checked_by_kind() {
         ("TCK_UB = \"9\"", "TCK_UB must be 1 to 8"),
         ("TCK_CLUSTER = \"2\"", "\"0\" or \"1\""),
         ("TCK_CL_UB = \"0\"", "TCK_CL_UB must be 1 to 8"),
+        ("TCK_CL_MAX = \"17\"", "TCK_CL_MAX must be 2 to 16"),
         ("TCK_CL_STAGES = \"1\"", "TCK_CL_STAGES must be 2 to 16"),
         (
             "TCK_CLUSTER = \"1\"\nTCK_BULK = \"1\"\nTCK_CL_STAGES = \"5\"",

@@ -144,18 +144,20 @@ pub fn tck_cl_smem_bytes(tokens: u32, wg: u32) -> u32 {
 
 /// The mode of the cluster entries (TCK_CLUSTER = 1, `on`) for one call of the wgmma split-K
 /// form, or `None` for the form with partials and a reduce: a cluster holds a run's `slices`
-/// blocks, so 2 to 8 slices (the portable cluster sizes); `Some(2)` where the reduce would take the
+/// blocks, so 2 to `max` slices (TCK_CL_MAX: 8, the portable cluster sizes, or up to 16 with the
+/// non-portable opt-in); `Some(2)` where the reduce would take the
 /// SwiGLU epilogue (two equal halves of I rows, I a multiple of 64 so that the gate and up halves
 /// are whole row groups, `out` m·I), `Some(1)` with no epilogue (the outputs as the reduce would
 /// store them), `None` for other epilogues (RoPE and KV append) or SwiGLU shapes.
 pub fn tck_cluster(
     on: bool,
+    max: u32,
     slices: u32,
     rows: &[usize],
     m: usize,
     epi: Option<&Epilogue<'_>>,
 ) -> Option<u32> {
-    if !on || !(2..=8).contains(&slices) {
+    if !on || !(2..=max.min(16)).contains(&slices) {
         return None;
     }
     match epi {
@@ -340,6 +342,7 @@ impl CudaDevice {
         let cl_stages = self.define("TCK_CL_STAGES", 6).max(2);
         let cl = tck_cluster(
             self.define("TCK_CLUSTER", 0) == 1,
+            self.define("TCK_CL_MAX", 8),
             slices,
             rows,
             m,
@@ -350,14 +353,14 @@ impl CudaDevice {
                 + tck_cl_smem_bytes(tokens, wg)
                 <= SMEM_MAX
         });
+        let mut epi = epi;
         if let Some(mode) = cl {
             let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, cl_stages)
                 + tck_cl_smem_bytes(tokens, wg);
-            return self
-                .linear_tck_cluster(
-                    &func, x, w, ys, rows, m, slices, tokens, wg, smem, mode, epi,
-                )
-                .map(|()| Some(mode == 2));
+            let f = (func.as_str(), tokens, wg, smem, mode);
+            if self.linear_tck_cluster(f, x, w, ys, rows, m, slices, epi.as_deref_mut())? {
+                return Ok(Some(mode == 2));
+            }
         }
         let stages = self.define("TCK_STAGES", 8).max(2);
         let smem = tck_smem_bytes(w.dtype, parts, per, tokens, wg, stages);
@@ -404,7 +407,6 @@ impl CudaDevice {
         );
         let fi = fuse as i32;
         let null = 0u64;
-        let mut epi = epi;
         let mut b = self.launcher(&f);
         b.arg(x).arg(&w.data);
         match &w.aux {
@@ -452,28 +454,34 @@ impl CudaDevice {
     /// no partials and no reduce launch; mode 1 stores the outputs `ys` (row split `rows`), mode
     /// 2 SwiGLU into the epilogue's `out` ([m, I] f32). Runs as for the plain form, at most as
     /// many clusters as can be resident at once (`cuOccupancyMaxActiveClusters`), whole gate|up
-    /// pairs in mode 2. Errors: the shared-memory opt-in, a launch failure.
+    /// pairs in mode 2; `f` = (the plain entry's name, tokens a block, warpgroups, shared memory,
+    /// mode). Returns false (nothing launched) when not one cluster of that shape can be
+    /// resident. Errors: the shared-memory or cluster-size opt-in, a launch failure.
     #[allow(clippy::too_many_arguments)]
     fn linear_tck_cluster(
         &self,
-        func: &str,
+        f: (&str, u32, u32, u32, u32),
         x: &CudaSlice<f32>,
         w: &DevMatrix,
         ys: &mut [&mut CudaSlice<f32>],
         rows: &[usize],
         m: usize,
         slices: u32,
-        tokens: u32,
-        wg: u32,
-        smem: u32,
-        mode: u32,
         epi: Option<&mut Epilogue<'_>>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let (func, tokens, wg, smem, mode) = f;
         let (k, r) = (w.cols, w.rows);
         let name = format!("{func}_cl");
         let f = self.function("linear_tck.cu", &name)?;
         if smem > 48 << 10 {
             self.grant_smem(&name, &f, smem)?;
+        }
+        if slices > 8 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                1,
+            )
+            .map_err(super::drv)?;
         }
         let groups = (r as u32).div_ceil(4 * TC_TILE_ROWS as u32);
         let tok_groups = (m as u32).div_ceil(tokens);
@@ -486,13 +494,14 @@ impl CudaDevice {
         let block = (128 * wg, 1, 1);
         let mut b = self.launcher(&f);
         b.cluster_x(slices);
-        let resident = b
-            .max_active_clusters(LaunchConfig {
-                grid_dim: (slices, 1, 1),
-                block_dim: block,
-                shared_mem_bytes: smem,
-            })?
-            .max(1);
+        let resident = b.max_active_clusters(LaunchConfig {
+            grid_dim: (slices, 1, 1),
+            block_dim: block,
+            shared_mem_bytes: smem,
+        })?;
+        if resident == 0 {
+            return Ok(false);
+        }
         // Mode 2 runs whole gate|up pairs (an even run of the virtual groups).
         let unit = if mode == 2 { 2 } else { 1 };
         let units = groups / unit;
@@ -535,7 +544,8 @@ impl CudaDevice {
         // matrix; part and cnt are not read (null); the grid covers every row group once (mode 2:
         // every gate|up pair, rg_run even); mode 1: the outputs and their row split checked by
         // linear_split; mode 2: out holds m·I f32 ([`tck_cluster`]). The grid's x is the cluster's.
-        unsafe { b.launch(cfg) }
+        unsafe { b.launch(cfg) }?;
+        Ok(true)
     }
 
     /// The slab loop shared by the pre-split tiled forms: for each slab of at most
@@ -755,13 +765,14 @@ mod tests {
     /// shared memory.
     #[test]
     fn tck_cluster_takes_2_to_8_slices_and_fits_gate_up() {
-        assert_eq!(tck_cluster(false, 4, &[128256], 32, None), None);
-        assert_eq!(tck_cluster(true, 4, &[128256], 32, None), Some(1));
-        assert_eq!(tck_cluster(true, 2, &[14336, 14336], 9, None), Some(1));
-        assert_eq!(tck_cluster(true, 8, &[4096], 32, None), Some(1));
+        assert_eq!(tck_cluster(false, 8, 4, &[128256], 32, None), None);
+        assert_eq!(tck_cluster(true, 8, 4, &[128256], 32, None), Some(1));
+        assert_eq!(tck_cluster(true, 8, 2, &[14336, 14336], 9, None), Some(1));
+        assert_eq!(tck_cluster(true, 8, 8, &[4096], 32, None), Some(1));
         // 16 slices need a non-portable cluster; 1 has nothing to reduce.
-        assert_eq!(tck_cluster(true, 16, &[4096], 32, None), None);
-        assert_eq!(tck_cluster(true, 1, &[4096], 32, None), None);
+        assert_eq!(tck_cluster(true, 8, 16, &[4096], 32, None), None);
+        assert_eq!(tck_cluster(true, 16, 16, &[4096], 32, None), Some(1));
+        assert_eq!(tck_cluster(true, 8, 1, &[4096], 32, None), None);
         // The slots: 8 KiB a warpgroup at 32 tokens, and two mbarriers.
         assert_eq!(tck_cl_smem_bytes(32, 3), 3 * (8192 + 16));
         assert_eq!(tck_cl_smem_bytes(16, 1), 4096 + 16);
