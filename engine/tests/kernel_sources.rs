@@ -63,8 +63,8 @@ fn every_kernel_entry_waits_for_the_grid_before() {
     let before = &imp[imp.find("auto next_copy").expect("next_copy")..wait];
     let (copies, x_read) = (
         before
-            .find("for (int j = 0; j < TCK_STAGES - 1; ++j) next_copy();")
-            .and(before.find("load_batch(rg0 + wg, 0, min(TCK_UB, nus));"))
+            .find("for (int j = 0; j < ST - 1; ++j) next_copy();")
+            .and(before.find("load_batch(0, 0, min(UB, nus));"))
             .and(before.find("for (int j = 0; j < NBS - 1; ++j) bulk_batch();")),
         imp.find("x + (size_t)(m0 + tok) * K").expect("x read"),
     );
