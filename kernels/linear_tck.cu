@@ -66,15 +66,15 @@
 // split-K reduce through a thread-block cluster of the K slices' blocks (cluster (slices, 1, 1),
 // rank = slice). The blocks of a cluster walk the same row groups with the same warpgroup and
 // lane layout, so thread tid owns the same (row, token) elements in every slice. When warpgroup w
-// has its slice's sums of a row group, one block of the cluster reduces them (the `idx`-th row
-// group or gate|up pair of the run: block idx mod slices): the others put theirs in their own
-// shared memory (a slot of 128 x NTOK/2 f32 a warpgroup) and arrive on the reducer's `full`
-// mbarrier; the reducer adds slot 0, 1, ... in slice order (its own sums from registers, the
-// others by ld.shared::cluster), the first as is, then the bias, exactly as slice_sum and
-// reduce4_store, and stores the outputs (y / y1 / y2 at R0, R1), or for a gate|up matrix (fuse
-// 2) parks the gate sums in its own slot and, at the pair's up group, stores swiglu1(gate, up)
-// as reduce_swiglu4_store. Then it arrives on every block's `empty` mbarrier, which a block waits
-// for before it writes its slot again. No partials in global memory, no reduce launch; the same
+// has its slice's sums of a row group, one block of the cluster reduces them (the i-th row group
+// of the run: block i mod slices): the others put theirs in their own shared memory (a slot of
+// 128 x NTOK/2 f32 a warpgroup) and arrive on the reducer's `full` mbarrier; the reducer adds
+// slot 0, 1, ... in slice order (its own sums from registers, the others by
+// ld.shared::cluster), the first as is, then the bias, exactly as slice_sum and reduce4_store,
+// arrives on every block's `empty` mbarrier (a block waits for it before it writes its slot
+// again) and stores the outputs (y / y1 / y2 at R0, R1); for a gate|up matrix (fuse 2) the
+// gate and up groups of a pair meet through `part` and a counter, and the second stores
+// swiglu1(gate, up) as reduce_swiglu4_store. No partials in global memory, no reduce launch; the same
 // operations in the same order, so the same bits (DSMEM: PTX ISA 9.7.9.x ld.shared::cluster,
 // mapa; mbarrier release/acquire at cluster scope). The rings are TCK_CL_STAGES slots of
 // TCK_CL_UB-unit batches, so that the slots fit beside gate+up's x and rings.
@@ -225,18 +225,10 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     // fragments (BF16: its two 16-byte halves to planes 0 and 1, as tc_staged_a reads them;
     // Q8_0: its 16 bytes, and lanes 0-1 the tile's 32 bytes of scales; Q4_K: lanes 0-15 the 256
     // bytes of codes in order, lanes 16-17 the scales). Rows past R: zeros.
-    // The warpgroup's walk: step k takes row group walk(k), k < mine. Each warpgroup takes every
-    // TCK_WG-th row group of the run from its wg-th; in the cluster form with SwiGLU (fuse 2,
-    // rg0 and rg_run even) every TCK_WG-th gate|up pair of the run (pair p: gate group p, then
-    // up group p + groups / 2), so that one warpgroup has both halves of its outputs.
-    const bool pairs = CL && fuse == 2;
-    const int mine = pairs ? 2 * ((rg1 - rg0) / 2 > wg ? ((rg1 - rg0) / 2 - wg + TCK_WG - 1) / TCK_WG : 0)
-                           : rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
-    auto walk = [&](int k) {
-        if (!pairs) return rg0 + wg + TCK_WG * k;
-        const int p = rg0 / 2 + wg + TCK_WG * (k >> 1);
-        return (k & 1) ? groups / 2 + p : p;
-    };
+    // The warpgroup's walk: step k takes row group walk(k), k < mine: every TCK_WG-th row group
+    // of the run from the wg-th.
+    const int mine = rg1 - rg0 > wg ? (rg1 - rg0 - wg + TCK_WG - 1) / TCK_WG : 0;
+    auto walk = [&](int k) { return rg0 + wg + TCK_WG * k; };
     const int steps = mine * nus;
     int c_i = 0, c_k = 0, c_u = 0;
     auto next_copy = [&]() {
@@ -379,6 +371,8 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
     float4* clslot = reinterpret_cast<float4*>(tck_smem + per * X_UNIT + (NTH / 32) * (ST * (SLOT + 8)) +
                                                (F == TC_Q4_K ? per * NTOK * 4 : 0));
     const u32 clbar = (u32)__cvta_generic_to_shared(clslot + TCK_WG * (NA / 4) * 128);
+    // (SwiGLU: a warpgroup's flag that it completed a pair's count, after the mbarriers.)
+    volatile u32* clflag = reinterpret_cast<volatile u32*>(clslot + TCK_WG * (NA / 4) * 128) + 4 * TCK_WG;
     u32 crank = 0, nred = 0;
     if (CL) {
         crank = tck_cl_rank();
@@ -618,13 +612,12 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
         }
         if (CL) {
             // The cluster reduce of this step (see TCK_CLUSTER): reducer `red` of the run's
-            // idx-th row group (or pair); the slot is written only once its last reader is done
-            // (phase k - 1 of `empty`).
+            // (k TCK_WG + wg)-th row group; the slot is written only once its last reader is
+            // done (phase k - 1 of `empty`).
             const int wt = tid & 127;
             const u32 fullb = clbar + 8 * wg, emptyb = clbar + 8 * (TCK_WG + wg);
             float4* slot = clslot + wg * (NA / 4) * 128 + wt;
-            const int idx = (pairs ? (k >> 1) : k) * TCK_WG + wg;
-            const u32 red = (u32)(idx % slices);
+            const u32 red = (u32)((k * TCK_WG + wg) % slices);
             if (k > 0) tck_cl_wait(emptyb, (k - 1) & 1);
             if (red != crank) {
 #pragma unroll
@@ -658,31 +651,46 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 }
                 asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
                 if (wt < slices) tck_cl_arrive(emptyb, (u32)wt);
-                const bool up = pairs && (k & 1);
                 const int I = R / 2;
 #pragma unroll
                 for (int e = 0; e < NA; ++e) {
                     const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
                     if (bias && row < R) v[e] = __fadd_rn(v[e], bias[row]);
-                    if (!pairs) {
-                        if (row < R && m < M) {
-                            float* dst = row < R0        ? y + (size_t)m * R0 + row
-                                         : row < R0 + R1 ? y1 + (size_t)m * R1 + (row - R0)
-                                                         : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
-                            *dst = v[e];
-                        }
-                    } else if (up && m < M) {
-                        const float4 g4 = slot[(e >> 2) * 128];
-                        const float gv = (e & 3) == 0 ? g4.x : (e & 3) == 1 ? g4.y : (e & 3) == 2 ? g4.z : g4.w;
-                        y[(size_t)m * I + (row - I)] = swiglu1(gv, v[e]);
+                    if (fuse == 2) {
+                        if (m < M) part[(size_t)m * R + row] = v[e];
+                    } else if (row < R && m < M) {
+                        float* dst = row < R0        ? y + (size_t)m * R0 + row
+                                     : row < R0 + R1 ? y1 + (size_t)m * R1 + (row - R0)
+                                                     : y2 + (size_t)m * (R - R0 - R1) + (row - R0 - R1);
+                        *dst = v[e];
                     }
                 }
-                if (pairs && !up) {
-                    // The gate sums (with their bias) wait in this block's own slot, which no
-                    // other block reads, for the pair's up group.
+                if (fuse == 2) {
+                    // SwiGLU: the gate group p and its up group p + groups / 2 (any blocks,
+                    // any order) leave their sums with bias in `part` ([M][R] f32, through L2)
+                    // and count in for the pair and token block (TCK_FUSE's pattern); the second
+                    // reads the other's and stores swiglu1(gate, up) (reduce_swiglu4_store's
+                    // bits), then sets the counter back to 0.
+                    const bool up = rg >= groups / 2;
+                    u32* c = cnt + (size_t)(m0 / NTOK) * (groups / 2) + (up ? rg - groups / 2 : rg);
+                    __threadfence();
+                    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+                    if (wt == 0) {
+                        const bool last = atomicAdd(c, 1u) == 1u;
+                        if (last) *c = 0u;
+                        clflag[wg] = last;
+                    }
+                    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+                    if (clflag[wg]) {
+                        __threadfence();
 #pragma unroll
-                    for (int c = 0; c < NA / 4; ++c)
-                        slot[c * 128] = make_float4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+                        for (int e = 0; e < NA; ++e) {
+                            const int row = row0 + 8 * ((e >> 1) & 1), m = m0 + 8 * (e >> 2) + 2 * t + (e & 1);
+                            if (m >= M) continue;
+                            const float o = __ldcg(part + (size_t)m * R + (up ? row - I : row + I));
+                            y[(size_t)m * I + (up ? row - I : row)] = up ? swiglu1(o, v[e]) : swiglu1(v[e], o);
+                        }
+                    }
                 }
             }
         }
@@ -714,8 +722,9 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                                         cnt, fuse);                                                \
     }
 // The cluster entries (TCK_CLUSTER): grid (slices, runs, token blocks) in clusters of (slices, 1,
-// 1); fuse 1 (the outputs y / y1 / y2 at R0, R1) or 2 (SwiGLU into y, [M, R / 2] f32; rg_run
-// even); `part` and `cnt` unused.
+// 1); fuse 1 (the outputs y / y1 / y2 at R0, R1; `part` and `cnt` unused) or 2 (SwiGLU into y,
+// [M, R / 2] f32, R / 2 a multiple of 64; part: M R f32 of scratch; cnt: ceil(M / NTOK) R / 128
+// u32 zeros, left zero).
 #define LINEAR_TCK_CL(name, F, NTOK)                                                                \
     extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
         name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \

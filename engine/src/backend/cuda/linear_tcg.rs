@@ -137,9 +137,9 @@ pub fn tck_fuse(
 
 /// Dynamic shared memory the cluster entries of the wgmma split-K form (TCK_CLUSTER) add to
 /// [`tck_smem_bytes`] (bytes): a slot of the slice sums a warpgroup (128 threads x `tokens` / 2
-/// f32), then two 8-byte mbarriers a warpgroup.
+/// f32), then two 8-byte mbarriers a warpgroup, then 16 bytes of flags (a u32 a warpgroup).
 pub fn tck_cl_smem_bytes(tokens: u32, wg: u32) -> u32 {
-    wg * (128 * tokens / 2 * 4 + 16)
+    wg * (128 * tokens / 2 * 4 + 16) + 16
 }
 
 /// The mode of the cluster entries (TCK_CLUSTER = 1, `on`) for one call of the wgmma split-K
@@ -452,11 +452,13 @@ impl CudaDevice {
     /// `mode` from [`tck_cluster`]): grid (slices, runs, token blocks) in clusters of (slices, 1,
     /// 1), the slices' sums added in slice order inside the cluster (kernels/linear_tck.cu), so
     /// no partials and no reduce launch; mode 1 stores the outputs `ys` (row split `rows`), mode
-    /// 2 SwiGLU into the epilogue's `out` ([m, I] f32). Runs as for the plain form, at most as
-    /// many clusters as can be resident at once (`cuOccupancyMaxActiveClusters`), whole gate|up
-    /// pairs in mode 2; `f` = (the plain entry's name, tokens a block, warpgroups, shared memory,
-    /// mode). Returns false (nothing launched) when not one cluster of that shape can be
-    /// resident. Errors: the shared-memory or cluster-size opt-in, a launch failure.
+    /// 2 SwiGLU into the epilogue's `out` ([m, I] f32; the gate and up sums meet in the split-K
+    /// scratch, m·r f32, counted in the stream's counters). Runs as for the plain form, at most
+    /// as many clusters as can be resident at once (`cuOccupancyMaxActiveClusters`); `f` = (the
+    /// plain entry's name, tokens a block, warpgroups, shared memory, mode). Returns false
+    /// (nothing launched) when not one cluster of that shape can be resident, or mode 2's sums
+    /// or counters do not fit their scratch. Errors: the scratch's allocation, the
+    /// shared-memory or cluster-size opt-in, a launch failure.
     #[allow(clippy::too_many_arguments)]
     fn linear_tck_cluster(
         &self,
@@ -485,6 +487,15 @@ impl CudaDevice {
         }
         let groups = (r as u32).div_ceil(4 * TC_TILE_ROWS as u32);
         let tok_groups = (m as u32).div_ceil(tokens);
+        if mode == 2
+            && (m * r > SK_SCRATCH_FLOATS || (groups / 2 * tok_groups) as usize > TCK_COUNTERS)
+        {
+            return Ok(false);
+        }
+        let part = self.scratch(&self.sk_part, SK_SCRATCH_FLOATS, "split-K linear")?;
+        let part = part.as_ref().expect("made by scratch");
+        let cnt = self.scratch(&self.sk_count, TCK_COUNTERS, "split-K linear")?;
+        let cnt = cnt.as_ref().expect("made by scratch");
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(128 * wg, smem as usize, None)
             .map_err(super::drv)?
@@ -502,13 +513,10 @@ impl CudaDevice {
         if resident == 0 {
             return Ok(false);
         }
-        // Mode 2 runs whole gate|up pairs (an even run of the virtual groups).
-        let unit = if mode == 2 { 2 } else { 1 };
-        let units = groups / unit;
         let runs = (blocks / (slices * tok_groups))
             .min((resident / tok_groups).max(1))
-            .clamp(1, units);
-        let rg_run = unit * units.div_ceil(runs);
+            .clamp(1, groups);
+        let rg_run = groups.div_ceil(runs);
         let runs = groups.div_ceil(rg_run);
         let (mi, ki, ri) = (i32_of(m, "m")?, i32_of(k, "k")?, i32_of(r, "r")?);
         let (si, gi, fi) = (slices as i32, rg_run as i32, mode as i32);
@@ -522,7 +530,7 @@ impl CudaDevice {
             Some(aux) => b.arg(aux),
             None => b.arg(&null),
         };
-        b.arg(&null).arg(&mi).arg(&ki).arg(&ri).arg(&si).arg(&gi);
+        b.arg(part).arg(&mi).arg(&ki).arg(&ri).arg(&si).arg(&gi);
         match (mode, epi) {
             (2, Some(Epilogue::SwiGlu(out))) => {
                 match &w.bias {
@@ -533,7 +541,7 @@ impl CudaDevice {
             }
             _ => push_bias_outs(&mut b, &w.bias, ys, &null),
         }
-        b.arg(&r0).arg(&r1).arg(&null).arg(&fi);
+        b.arg(&r0).arg(&r1).arg(cnt).arg(&fi);
         let cfg = LaunchConfig {
             grid_dim: (slices, runs, tok_groups),
             block_dim: block,
@@ -541,9 +549,10 @@ impl CudaDevice {
         };
         // SAFETY: linear_tck_*_cl(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1,
         // cnt, fuse): x holds m·k f32 (checked by linear_split), q/s the Tc layout of an r × k
-        // matrix; part and cnt are not read (null); the grid covers every row group once (mode 2:
-        // every gate|up pair, rg_run even); mode 1: the outputs and their row split checked by
-        // linear_split; mode 2: out holds m·I f32 ([`tck_cluster`]). The grid's x is the cluster's.
+        // matrix; the grid covers every row group once; mode 1: the outputs and their row split
+        // checked by linear_split (part and cnt unread); mode 2: out holds m·I f32
+        // ([`tck_cluster`]), part m·r ≤ SK_SCRATCH_FLOATS f32 and cnt TCK_COUNTERS zeros, at
+        // least tok_groups·groups/2 (checked above). The grid's x is the cluster's.
         unsafe { b.launch(cfg) }?;
         Ok(true)
     }
@@ -774,8 +783,8 @@ mod tests {
         assert_eq!(tck_cluster(true, 16, 16, &[4096], 32, None), Some(1));
         assert_eq!(tck_cluster(true, 8, 1, &[4096], 32, None), None);
         // The slots: 8 KiB a warpgroup at 32 tokens, and two mbarriers.
-        assert_eq!(tck_cl_smem_bytes(32, 3), 3 * (8192 + 16));
-        assert_eq!(tck_cl_smem_bytes(16, 1), 4096 + 16);
+        assert_eq!(tck_cl_smem_bytes(32, 3), 3 * (8192 + 16) + 16);
+        assert_eq!(tck_cl_smem_bytes(16, 1), 4096 + 16 + 16);
         // gate+up at the H200 defaults (K = 4,096 in 4 slices: 32 units, 2 parts, 3 warpgroups)
         // fits with the cluster's 6-unit rings, not with the plain form's 8.
         let base = |st| tck_smem_bytes(DType::BF16, 2, 32, 32, 3, st);
