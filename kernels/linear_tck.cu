@@ -618,7 +618,10 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
             const u32 fullb = clbar + 8 * wg, emptyb = clbar + 8 * (TCK_WG + wg);
             float4* slot = clslot + wg * (NA / 4) * 128 + wt;
             const u32 red = (u32)((k * TCK_WG + wg) % slices);
+            // (Each spin loop is left lane by lane: __syncwarp before the .aligned barriers and
+            // MMAs that follow.)
             if (k > 0) tck_cl_wait(emptyb, (k - 1) & 1);
+            __syncwarp();
             if (red != crank) {
 #pragma unroll
                 for (int c = 0; c < NA / 4; ++c)
@@ -627,6 +630,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                 if (wt == 0) tck_cl_arrive(fullb, red);
             } else {
                 tck_cl_wait(fullb, nred & 1);
+                __syncwarp();
                 ++nred;
                 // Slice order, the first as is (slice_sum); this block's own sums from registers.
                 float v[NA];
@@ -693,6 +697,7 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
                     }
                 }
             }
+            __syncwarp();
         }
 #if TCK_FUSE
         if (!CL && fuse) tck_fused_reduce(part, bias, y, y1, y2, R0, R1, cnt, fuse, M, R, slices, groups, rg, m0, NTOK,
