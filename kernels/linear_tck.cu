@@ -718,26 +718,20 @@ __device__ __forceinline__ void linear_tck_impl(const float* __restrict__ x, con
 #endif
 }
 
-#define LINEAR_TCK(name, F, NTOK)                                                                   \
+// The entries: CL false, the plain form; true, the cluster entries (TCK_CLUSTER): grid (slices,
+// runs, token blocks) in clusters of (slices, 1, 1); fuse 1 (the outputs y / y1 / y2 at R0, R1;
+// `part` and `cnt` unused) or 2 (SwiGLU into y, [M, R / 2] f32, R / 2 a multiple of 64; part:
+// M R f32 of scratch; cnt: ceil(M / NTOK) R / 128 u32 zeros, left zero).
+#define LINEAR_TCK_ENTRY(name, F, NTOK, CL)                                                         \
     extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
         name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
              int rg_run, const float* bias, float* y, float* y1, float* y2, int R0, int R1, u32* cnt,   \
              int fuse) {                                                                           \
-        linear_tck_impl<F, NTOK, false>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, \
-                                        cnt, fuse);                                                \
+        linear_tck_impl<F, NTOK, CL>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, \
+                                     cnt, fuse);                                                   \
     }
-// The cluster entries (TCK_CLUSTER): grid (slices, runs, token blocks) in clusters of (slices, 1,
-// 1); fuse 1 (the outputs y / y1 / y2 at R0, R1; `part` and `cnt` unused) or 2 (SwiGLU into y,
-// [M, R / 2] f32, R / 2 a multiple of 64; part: M R f32 of scratch; cnt: ceil(M / NTOK) R / 128
-// u32 zeros, left zero).
-#define LINEAR_TCK_CL(name, F, NTOK)                                                                \
-    extern "C" __global__ void __launch_bounds__(128 * TCK_WG)                                     \
-        name(const float* x, const u8* q, const u32* s, float* part, int M, int K, int R, int slices, \
-             int rg_run, const float* bias, float* y, float* y1, float* y2, int R0, int R1, u32* cnt,   \
-             int fuse) {                                                                           \
-        linear_tck_impl<F, NTOK, true>(x, q, s, part, M, K, R, slices, rg_run, bias, y, y1, y2, R0, R1, \
-                                       cnt, fuse);                                                 \
-    }
+#define LINEAR_TCK(name, F, NTOK) LINEAR_TCK_ENTRY(name, F, NTOK, false)
+#define LINEAR_TCK_CL(name, F, NTOK) LINEAR_TCK_ENTRY(name, F, NTOK, true)
 
 LINEAR_TCK(linear_tck_bf16_n16, TC_BF16, 16)
 LINEAR_TCK(linear_tck_bf16_n32, TC_BF16, 32)

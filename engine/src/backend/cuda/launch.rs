@@ -117,13 +117,14 @@ impl<'a> Launch<'a> {
         Some(attr)
     }
 
-    /// Clusters of this launch's cluster shape that can be resident at once with `cfg`'s block
-    /// and shared memory (`cuOccupancyMaxActiveClusters`; it depends on how the GPCs' SMs fit
-    /// the cluster, so it can be less than SMs / cluster size). Errors: the driver's.
-    pub fn max_active_clusters(&self, cfg: LaunchConfig) -> Result<u32> {
-        self.dev.context().bind_to_thread().map_err(drv)?;
-        let mut attrs: Vec<sys::CUlaunchAttribute> = self.cluster_attr().into_iter().collect();
-        let config = sys::CUlaunchConfig {
+    /// The driver's launch configuration of `cfg` on the device's stream with `attrs` (which
+    /// must outlive its use).
+    fn raw_config(
+        &self,
+        cfg: &LaunchConfig,
+        attrs: &mut [sys::CUlaunchAttribute],
+    ) -> sys::CUlaunchConfig {
+        sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
             gridDimZ: cfg.grid_dim.2,
@@ -138,7 +139,16 @@ impl<'a> Launch<'a> {
                 attrs.as_mut_ptr()
             },
             numAttrs: attrs.len() as u32,
-        };
+        }
+    }
+
+    /// Clusters of this launch's cluster shape that can be resident at once with `cfg`'s block
+    /// and shared memory (`cuOccupancyMaxActiveClusters`; it depends on how the GPCs' SMs fit
+    /// the cluster, so it can be less than SMs / cluster size). Errors: the driver's.
+    pub fn max_active_clusters(&self, cfg: LaunchConfig) -> Result<u32> {
+        self.dev.context().bind_to_thread().map_err(drv)?;
+        let mut attrs: Vec<sys::CUlaunchAttribute> = self.cluster_attr().into_iter().collect();
+        let config = self.raw_config(&cfg, &mut attrs);
         let mut n: std::ffi::c_int = 0;
         // SAFETY: `config` and `attrs` outlive the call, `n` is a valid out-pointer, and the
         // function is a loaded kernel of this context.
@@ -193,22 +203,7 @@ impl<'a> Launch<'a> {
             attrs.push(attr);
         }
         attrs.extend(self.cluster_attr());
-        let config = sys::CUlaunchConfig {
-            gridDimX: cfg.grid_dim.0,
-            gridDimY: cfg.grid_dim.1,
-            gridDimZ: cfg.grid_dim.2,
-            blockDimX: cfg.block_dim.0,
-            blockDimY: cfg.block_dim.1,
-            blockDimZ: cfg.block_dim.2,
-            sharedMemBytes: cfg.shared_mem_bytes,
-            hStream: self.dev.stream().cu_stream(),
-            attrs: if attrs.is_empty() {
-                std::ptr::null_mut()
-            } else {
-                attrs.as_mut_ptr()
-            },
-            numAttrs: attrs.len() as u32,
-        };
+        let config = self.raw_config(&cfg, &mut attrs);
         // SAFETY: `config` and `attrs` outlive the call; `ptrs` holds one pointer per argument,
         // each to 8 bytes (a tensor map: 128) that live until the call returns (the driver
         // copies them); the caller guarantees the argument list matches the kernel.
