@@ -11,6 +11,7 @@ pub mod kbench;
 pub mod launch;
 pub mod linear_tc;
 pub mod linear_tcg;
+pub mod linear_tck;
 pub mod ops;
 pub mod sample;
 pub mod selfcheck;
